@@ -1,0 +1,1 @@
+//! Local MariaDB clusters running the Lockstep provider on loopback.

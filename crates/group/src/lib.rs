@@ -1,0 +1,1 @@
+//! Group communication for Lockstep (see ARCHITECTURE.md).
