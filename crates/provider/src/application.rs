@@ -1,0 +1,70 @@
+//! What the provider needs from the server that loaded it (MariaDB through wsrep-lib). The
+//! ABI layer implements this trait over the C callbacks of `wsrep_init_args`.
+use crate::types::{Gtid, TrxMeta, Uuid};
+
+/// The applier context MariaDB passes to `recv` and expects back in callbacks made on
+/// that thread. Opaque to us.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvCtx(pub usize);
+
+/// `wsrep_ws_handle_t`: the application's transaction id and our handle for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct WsHandle {
+    pub trx_id: u64,
+    /// Our per-transaction token; 0 = none yet.
+    pub opaque: u64,
+}
+
+/// Transaction id meaning "no transaction" (wsrep-lib's undefined id).
+pub const TRX_ID_UNDEFINED: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewStatus {
+    Primary = 0,
+    NonPrimary = 1,
+    Disconnected = 2,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub id: Uuid,
+    pub name: String,
+    pub incoming: String,
+}
+
+/// A configuration of the group as delivered to the application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    pub state_id: Gtid,
+    /// Primary-component counter (`wsrep_cluster_conf_id`), -1 when not primary.
+    pub conf_id: i64,
+    pub status: ViewStatus,
+    pub capabilities: u32,
+    /// Our index in `members`, -1 when we are not a member (the final view).
+    pub my_index: i32,
+    pub members: Vec<Member>,
+    pub proto_ver: i32,
+}
+
+/// A writeset handed to the application to apply (remote writesets and replays).
+pub struct ApplyRequest<'a> {
+    pub handle: WsHandle,
+    pub flags: u32,
+    pub data: &'a [u8],
+    pub meta: TrxMeta,
+}
+
+/// The application's answer to an apply: whether this applier thread should leave `recv`.
+pub struct Applied {
+    pub exit_loop: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallbackFailed(pub &'static str);
+
+pub trait Application: Send + Sync {
+    fn connected(&self, view: &View) -> Result<(), CallbackFailed>;
+    fn view(&self, recv: RecvCtx, view: &View) -> Result<(), CallbackFailed>;
+    fn synced(&self) -> Result<(), CallbackFailed>;
+    fn apply(&self, recv: RecvCtx, request: &ApplyRequest<'_>) -> Result<Applied, CallbackFailed>;
+}

@@ -1,0 +1,274 @@
+//! The certification index: for each key chain and access type, the latest certified
+//! writeset that used it. See docs/design/certification.md for the rule and its reasons.
+use super::key::{chain_id, Key, KeyType};
+use crate::types::{Seqno, Uuid, SEQNO_UNDEFINED};
+use std::collections::{BTreeMap, HashMap};
+
+/// A writeset whose `seqno - last_seen` exceeds this fails (Galera's `cert.max_length`).
+pub const CERT_MAX_LENGTH: Seqno = 16384;
+/// How far below `last_seen` a writeset's dependency floor may reach.
+pub const PA_RANGE_MAX: Seqno = 65535;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Reference {
+    seqno: Seqno,
+    source: Uuid,
+    isolation: bool,
+}
+
+#[derive(Default, Debug)]
+struct KeyEntry {
+    latest: [Option<Reference>; 4],
+}
+
+/// What certification decided for one writeset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Passed; may be applied once every seqno up to `depends_on` has committed.
+    Pass { depends_on: Seqno },
+    /// Failed: it still consumes its seqno everywhere, but is rolled back.
+    Fail,
+}
+
+/// What the writeset being certified looks like to the index.
+pub struct Candidate<'a> {
+    pub seqno: Seqno,
+    pub last_seen: Seqno,
+    pub source: Uuid,
+    pub keys: &'a [Key],
+    pub isolation: bool,
+    pub pa_unsafe: bool,
+    pub implicit_deps: bool,
+}
+
+#[derive(Debug)]
+pub struct CertificationIndex {
+    entries: HashMap<Vec<u8>, KeyEntry>,
+    /// Certified writesets still in the index, with the (chain, type) pairs they set.
+    certified: BTreeMap<Seqno, Vec<(Vec<u8>, KeyType)>>,
+    last_pa_unsafe: Seqno,
+    /// Start of this member's certification history: older `last_seen` cannot be judged.
+    initial_position: Seqno,
+    optimistic_pa: bool,
+}
+
+enum Relation {
+    None,
+    Dependency,
+    ConflictCandidate,
+}
+
+/// Galera's table: rows are the earlier reference's type, columns the new writeset's type.
+fn relation(earlier: KeyType, new: KeyType) -> Relation {
+    use KeyType::*;
+    match (earlier, new) {
+        (Shared | Reference, Shared | Reference) => Relation::None,
+        (Shared, Update | Exclusive) | (Reference, Update) => Relation::Dependency,
+        (Reference, Exclusive) => Relation::ConflictCandidate,
+        (Update, Shared | Reference) => Relation::Dependency,
+        (Update, Update | Exclusive) | (Exclusive, _) => Relation::ConflictCandidate,
+    }
+}
+
+impl CertificationIndex {
+    pub fn new(initial_position: Seqno) -> CertificationIndex {
+        CertificationIndex {
+            entries: HashMap::new(),
+            certified: BTreeMap::new(),
+            last_pa_unsafe: SEQNO_UNDEFINED,
+            initial_position,
+            optimistic_pa: true,
+        }
+    }
+
+    pub fn set_optimistic_pa(&mut self, on: bool) {
+        self.optimistic_pa = on;
+    }
+
+    /// Number of key chains held (`cert_index_size`).
+    pub fn size(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Full keys plus every proper prefix as a SHARED branch key, one type per chain
+    /// (the strongest seen).
+    fn expand(keys: &[Key]) -> Vec<(Vec<u8>, KeyType)> {
+        let mut strongest: BTreeMap<Vec<u8>, KeyType> = BTreeMap::new();
+        for key in keys {
+            for len in 1..=key.parts.len() {
+                let kind = if len == key.parts.len() { key.kind } else { KeyType::Shared };
+                let slot = strongest.entry(chain_id(&key.parts[..len])).or_insert(kind);
+                *slot = (*slot).max(kind);
+            }
+        }
+        strongest.into_iter().collect()
+    }
+
+    /// Certifies the next writeset in the global order; on success it enters the index.
+    pub fn certify(&mut self, w: &Candidate<'_>) -> Verdict {
+        if w.seqno - w.last_seen > CERT_MAX_LENGTH || w.last_seen < self.initial_position {
+            return Verdict::Fail;
+        }
+        let chains = Self::expand(w.keys);
+        let mut depends_on = if w.pa_unsafe || w.isolation {
+            w.seqno - 1
+        } else if w.implicit_deps {
+            w.last_seen
+        } else {
+            (w.last_seen - PA_RANGE_MAX).max(SEQNO_UNDEFINED)
+        };
+        let oldest_certified = self.certified.keys().next().map_or(w.seqno, |s| *s);
+        depends_on = depends_on.max(oldest_certified - 1);
+        if !self.optimistic_pa {
+            depends_on = depends_on.max(w.last_seen);
+        }
+        for (chain, new_type) in &chains {
+            let Some(entry) = self.entries.get(chain) else { continue };
+            for earlier_type in KeyType::ALL {
+                let Some(earlier) = entry.latest[earlier_type as usize] else { continue };
+                match relation(earlier_type, *new_type) {
+                    Relation::None => {}
+                    Relation::Dependency => depends_on = depends_on.max(earlier.seqno),
+                    Relation::ConflictCandidate => {
+                        let unseen = earlier.seqno > w.last_seen;
+                        let foreign = earlier.isolation || earlier.source != w.source;
+                        if unseen && foreign && !w.isolation {
+                            return Verdict::Fail;
+                        }
+                        depends_on = depends_on.max(earlier.seqno);
+                    }
+                }
+            }
+        }
+        depends_on = depends_on.max(self.last_pa_unsafe);
+        if w.isolation {
+            depends_on = w.seqno - 1;
+        }
+        let reference = Reference { seqno: w.seqno, source: w.source, isolation: w.isolation };
+        for (chain, kind) in &chains {
+            self.entries.entry(chain.clone()).or_default().latest[*kind as usize] = Some(reference);
+        }
+        self.certified.insert(w.seqno, chains);
+        if w.pa_unsafe {
+            self.last_pa_unsafe = w.seqno;
+        }
+        Verdict::Pass { depends_on: depends_on.min(w.seqno - 1) }
+    }
+
+    /// Drops every writeset at or below `upto`: no member can still conflict with them.
+    pub fn purge_upto(&mut self, upto: Seqno) {
+        while let Some(entry) = self.certified.first_entry() {
+            if *entry.key() > upto {
+                break;
+            }
+            let (seqno, chains) = entry.remove_entry();
+            for (chain, kind) in chains {
+                if let Some(e) = self.entries.get_mut(&chain) {
+                    if e.latest[kind as usize].is_some_and(|r| r.seqno == seqno) {
+                        e.latest[kind as usize] = None;
+                    }
+                    if e.latest.iter().all(Option::is_none) {
+                        self.entries.remove(&chain);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: Uuid = Uuid([1; 16]);
+    const B: Uuid = Uuid([2; 16]);
+
+    fn row(table: &str, id: u8, kind: KeyType) -> Key {
+        Key::new(vec![b"db".to_vec(), table.as_bytes().to_vec(), vec![id]], kind)
+    }
+
+    fn table(name: &str) -> Key {
+        Key::new(vec![b"db".to_vec(), name.as_bytes().to_vec()], KeyType::Exclusive)
+    }
+
+    fn trx<'a>(seqno: Seqno, last_seen: Seqno, source: Uuid, keys: &'a [Key]) -> Candidate<'a> {
+        Candidate { seqno, last_seen, source, keys, isolation: false, pa_unsafe: false, implicit_deps: false }
+    }
+
+    #[test]
+    fn concurrent_updates_of_one_row_from_two_members_conflict() {
+        let mut index = CertificationIndex::new(0);
+        let k = [row("t", 1, KeyType::Update)];
+        assert!(matches!(index.certify(&trx(1, 0, A, &k)), Verdict::Pass { .. }));
+        assert_eq!(index.certify(&trx(2, 0, B, &k)), Verdict::Fail);
+        // Having seen seqno 1, the same update certifies and depends on it.
+        assert_eq!(index.certify(&trx(3, 1, B, &k)), Verdict::Pass { depends_on: 1 });
+    }
+
+    #[test]
+    fn writesets_of_one_member_never_conflict_with_each_other() {
+        let mut index = CertificationIndex::new(0);
+        let k = [row("t", 1, KeyType::Exclusive)];
+        assert!(matches!(index.certify(&trx(1, 0, A, &k)), Verdict::Pass { .. }));
+        assert_eq!(index.certify(&trx(2, 0, A, &k)), Verdict::Pass { depends_on: 1 });
+    }
+
+    #[test]
+    fn references_do_not_conflict_but_exclusive_after_reference_does() {
+        let mut index = CertificationIndex::new(0);
+        let parent_ref = [row("parent", 7, KeyType::Reference)];
+        assert!(matches!(index.certify(&trx(1, 0, A, &parent_ref)), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(&trx(2, 0, B, &parent_ref)), Verdict::Pass { .. }));
+        let parent_delete = [row("parent", 7, KeyType::Exclusive)];
+        assert_eq!(index.certify(&trx(3, 0, A, &parent_delete)), Verdict::Fail);
+    }
+
+    #[test]
+    fn isolation_wins_even_against_the_same_member() {
+        let mut index = CertificationIndex::new(0);
+        let ddl = [table("t")];
+        let toi = Candidate { isolation: true, ..trx(1, 0, A, &ddl) };
+        assert_eq!(index.certify(&toi), Verdict::Pass { depends_on: 0 });
+        // A row change on t from the same member that had not seen the DDL fails
+        // through the branch key [db, t].
+        assert_eq!(index.certify(&trx(2, 0, A, &[row("t", 1, KeyType::Update)])), Verdict::Fail);
+        assert_eq!(index.certify(&trx(3, 1, A, &[row("t", 1, KeyType::Update)])), Verdict::Pass { depends_on: 1 });
+    }
+
+    #[test]
+    fn unrelated_rows_may_apply_in_parallel() {
+        let mut index = CertificationIndex::new(0);
+        assert!(matches!(index.certify(&trx(1, 0, A, &[row("t", 1, KeyType::Update)])), Verdict::Pass { .. }));
+        // Depends only on what was still in the index below it (the floor), not on seqno 1.
+        assert_eq!(index.certify(&trx(2, 1, B, &[row("t", 2, KeyType::Update)])), Verdict::Pass { depends_on: 0 });
+    }
+
+    #[test]
+    fn pa_unsafe_writesets_serialise_what_follows() {
+        let mut index = CertificationIndex::new(0);
+        let keys = [row("t", 1, KeyType::Update)];
+        let unsafe_ws = Candidate { pa_unsafe: true, ..trx(1, 0, A, &keys) };
+        assert_eq!(index.certify(&unsafe_ws), Verdict::Pass { depends_on: 0 });
+        assert_eq!(index.certify(&trx(2, 1, B, &[row("u", 9, KeyType::Update)])), Verdict::Pass { depends_on: 1 });
+    }
+
+    #[test]
+    fn windows_that_are_too_long_or_predate_the_history_fail() {
+        let mut index = CertificationIndex::new(10);
+        assert_eq!(index.certify(&trx(11, 9, A, &[])), Verdict::Fail);
+        assert_eq!(index.certify(&trx(20_000, 11, A, &[])), Verdict::Fail);
+    }
+
+    #[test]
+    fn purge_forgets_old_writesets() {
+        let mut index = CertificationIndex::new(0);
+        let k = [row("t", 1, KeyType::Update)];
+        assert!(matches!(index.certify(&trx(1, 0, A, &k)), Verdict::Pass { .. }));
+        assert_eq!(index.size(), 3, "row key plus two branch keys");
+        index.purge_upto(1);
+        assert_eq!(index.size(), 0);
+        // With seqno 1 purged, an old last_seen no longer sees the conflict; purging is
+        // only safe below what every member has committed, so such a writeset cannot exist.
+        assert!(matches!(index.certify(&trx(2, 1, B, &k)), Verdict::Pass { .. }));
+    }
+}

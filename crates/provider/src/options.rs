@@ -1,0 +1,380 @@
+//! Provider options: Galera's names, defaults and syntax (`key = value; key = value`).
+//!
+//! Names MariaDB, its mtr configs and operators pass must be accepted; an unknown name is
+//! refused with an error naming it. Values are checked by kind so that a malformed value is
+//! refused too. Hidden options (runtime triggers and TLS settings) are accepted but, as in
+//! Galera, not echoed: mtr compares the echoed string before and after a test.
+use crate::types::ParseError;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Bool,
+    Integer,
+    Float,
+    /// Bytes, with an optional K/M/G/T suffix.
+    Size,
+    /// ISO 8601 duration such as `PT30S` or `P1D`.
+    Period,
+}
+
+struct Spec {
+    name: &'static str,
+    kind: Kind,
+    default: &'static str,
+    hidden: bool,
+}
+
+const fn opt(name: &'static str, kind: Kind, default: &'static str) -> Spec {
+    Spec { name, kind, default, hidden: false }
+}
+
+const fn hidden(name: &'static str, kind: Kind, default: &'static str) -> Spec {
+    Spec { name, kind, default, hidden: true }
+}
+
+/// Defaults that depend on the node (`base_*`, directories, listen addresses) are filled in
+/// by [`Options::new`]; `""` here means "derived".
+const SPECS: &[Spec] = &[
+    opt("base_dir", Kind::Text, ""),
+    opt("base_host", Kind::Text, ""),
+    opt("base_port", Kind::Integer, "4567"),
+    opt("cert.log_conflicts", Kind::Bool, "no"),
+    opt("cert.optimistic_pa", Kind::Bool, "yes"),
+    opt("debug", Kind::Bool, "no"),
+    opt("evs.auto_evict", Kind::Integer, "0"),
+    opt("evs.causal_keepalive_period", Kind::Period, "PT1S"),
+    opt("evs.debug_log_mask", Kind::Text, "0x1"),
+    opt("evs.delay_margin", Kind::Period, "PT1S"),
+    opt("evs.delayed_keep_period", Kind::Period, "PT30S"),
+    opt("evs.inactive_check_period", Kind::Period, "PT0.5S"),
+    opt("evs.inactive_timeout", Kind::Period, "PT15S"),
+    opt("evs.info_log_mask", Kind::Text, "0"),
+    opt("evs.install_timeout", Kind::Period, "PT7.5S"),
+    opt("evs.join_retrans_period", Kind::Period, "PT1S"),
+    opt("evs.keepalive_period", Kind::Period, "PT1S"),
+    opt("evs.max_install_timeouts", Kind::Integer, "3"),
+    opt("evs.send_window", Kind::Integer, "4"),
+    opt("evs.stats_report_period", Kind::Period, "PT1M"),
+    opt("evs.suspect_timeout", Kind::Period, "PT5S"),
+    opt("evs.use_aggregate", Kind::Bool, "true"),
+    opt("evs.user_send_window", Kind::Integer, "2"),
+    opt("evs.version", Kind::Integer, "1"),
+    opt("evs.view_forget_timeout", Kind::Period, "P1D"),
+    opt("gcache.dir", Kind::Text, ""),
+    opt("gcache.keep_pages_size", Kind::Size, "0"),
+    opt("gcache.mem_size", Kind::Size, "0"),
+    opt("gcache.name", Kind::Text, "galera.cache"),
+    opt("gcache.page_size", Kind::Size, "128M"),
+    opt("gcache.recover", Kind::Bool, "yes"),
+    opt("gcache.size", Kind::Size, "128M"),
+    opt("gcomm.thread_prio", Kind::Text, ""),
+    opt("gcs.fc_debug", Kind::Integer, "0"),
+    opt("gcs.fc_factor", Kind::Float, "1.0"),
+    opt("gcs.fc_limit", Kind::Integer, "16"),
+    opt("gcs.fc_master_slave", Kind::Bool, "no"),
+    opt("gcs.fc_single_primary", Kind::Bool, "no"),
+    opt("gcs.max_packet_size", Kind::Integer, "64500"),
+    opt("gcs.max_throttle", Kind::Float, "0.25"),
+    opt("gcs.recv_q_hard_limit", Kind::Size, "9223372036854775807"),
+    opt("gcs.recv_q_soft_limit", Kind::Float, "0.25"),
+    opt("gcs.sync_donor", Kind::Bool, "no"),
+    opt("gmcast.listen_addr", Kind::Text, ""),
+    opt("gmcast.mcast_addr", Kind::Text, ""),
+    opt("gmcast.mcast_ttl", Kind::Integer, "1"),
+    opt("gmcast.peer_timeout", Kind::Period, "PT3S"),
+    opt("gmcast.segment", Kind::Integer, "0"),
+    opt("gmcast.time_wait", Kind::Period, "PT5S"),
+    opt("gmcast.version", Kind::Integer, "0"),
+    opt("ist.recv_addr", Kind::Text, ""),
+    opt("pc.announce_timeout", Kind::Period, "PT3S"),
+    opt("pc.checksum", Kind::Bool, "false"),
+    opt("pc.ignore_quorum", Kind::Bool, "false"),
+    opt("pc.ignore_sb", Kind::Bool, "false"),
+    opt("pc.linger", Kind::Period, "PT20S"),
+    opt("pc.npvo", Kind::Bool, "false"),
+    opt("pc.recovery", Kind::Bool, "true"),
+    opt("pc.version", Kind::Integer, "0"),
+    opt("pc.wait_prim", Kind::Bool, "true"),
+    opt("pc.wait_prim_timeout", Kind::Period, "PT30S"),
+    opt("pc.weight", Kind::Integer, "1"),
+    opt("protonet.backend", Kind::Text, "asio"),
+    opt("protonet.version", Kind::Integer, "0"),
+    opt("repl.causal_read_timeout", Kind::Period, "PT30S"),
+    opt("repl.commit_order", Kind::Integer, "3"),
+    opt("repl.key_format", Kind::Text, "FLAT8"),
+    opt("repl.max_ws_size", Kind::Size, "2147483647"),
+    opt("repl.proto_max", Kind::Integer, "11"),
+    opt("socket.checksum", Kind::Integer, "2"),
+    opt("socket.recv_buf_size", Kind::Text, "auto"),
+    opt("socket.send_buf_size", Kind::Text, "auto"),
+    hidden("gcache.freeze_purge_at_seqno", Kind::Text, "-1"),
+    hidden("gmcast.isolate", Kind::Integer, "0"),
+    hidden("gmcast.peer_addr", Kind::Text, ""),
+    hidden("ist.keep_keys", Kind::Bool, "yes"),
+    hidden("ist.recv_bind", Kind::Text, ""),
+    hidden("pc.bootstrap", Kind::Bool, "false"),
+    hidden("socket.dynamic", Kind::Bool, "false"),
+    hidden("socket.ssl", Kind::Bool, "no"),
+    hidden("socket.ssl_ca", Kind::Text, ""),
+    hidden("socket.ssl_cert", Kind::Text, ""),
+    hidden("socket.ssl_cipher", Kind::Text, ""),
+    hidden("socket.ssl_compression", Kind::Bool, "no"),
+    hidden("socket.ssl_key", Kind::Text, ""),
+    hidden("socket.ssl_password_file", Kind::Text, ""),
+];
+
+/// Options this version reads and acts on; the rest are accepted and echoed only
+/// (the README lists them).
+pub const ACTED_ON: &[&str] =
+    &["base_dir", "cert.log_conflicts", "cert.optimistic_pa", "repl.causal_read_timeout", "repl.max_ws_size"];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionError(pub String);
+
+impl std::fmt::Display for OptionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for OptionError {}
+
+/// Where this node lives, for the node-dependent defaults.
+pub struct NodeSite<'a> {
+    pub data_dir: &'a str,
+    pub node_address: &'a str,
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    values: BTreeMap<&'static str, String>,
+}
+
+impl Options {
+    pub fn new(site: &NodeSite<'_>) -> Options {
+        let (host, port) = split_host_port(site.node_address);
+        let mut values = BTreeMap::new();
+        for spec in SPECS {
+            values.insert(spec.name, spec.default.to_string());
+        }
+        let dir = if site.data_dir.is_empty() { "./".to_string() } else { site.data_dir.to_string() };
+        values.insert("base_dir", dir.clone());
+        values.insert("gcache.dir", dir);
+        values.insert("base_host", host.to_string());
+        values.insert("ist.recv_addr", host.to_string());
+        if let Some(port) = port {
+            values.insert("base_port", port.to_string());
+        }
+        let mut options = Options { values };
+        options.derive_listen_addr();
+        options
+    }
+
+    fn derive_listen_addr(&mut self) {
+        let port = self.values["base_port"].clone();
+        self.values.insert("gmcast.listen_addr", format!("tcp://0.0.0.0:{port}"));
+    }
+
+    /// Applies `key=value;key=value`. All or nothing: on error nothing changes.
+    pub fn apply(&mut self, text: &str) -> Result<(), OptionError> {
+        let mut updated = self.clone();
+        let mut listen_addr_given = false;
+        for item in split_items(text) {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| OptionError(format!("malformed provider option '{item}': expected key=value")))?;
+            let (key, value) = (key.trim(), value.trim());
+            let spec = SPECS
+                .iter()
+                .find(|s| s.name == key)
+                .ok_or_else(|| OptionError(format!("unrecognized provider option '{key}'")))?;
+            check_value(spec.kind, value)
+                .map_err(|e| OptionError(format!("bad value for provider option '{key}': {e}")))?;
+            listen_addr_given |= key == "gmcast.listen_addr";
+            updated.values.insert(spec.name, value.to_string());
+        }
+        if !listen_addr_given && updated.values["base_port"] != self.values["base_port"] {
+            updated.derive_listen_addr();
+        }
+        *self = updated;
+        Ok(())
+    }
+
+    pub fn get(&self, key: &str) -> &str {
+        self.values.get(key).map_or("", String::as_str)
+    }
+
+    /// The echo MariaDB shows as `@@wsrep_provider_options`.
+    pub fn render(&self) -> String {
+        SPECS
+            .iter()
+            .filter(|s| !s.hidden)
+            .map(|s| format!("{} = {}", s.name, self.values[s.name]))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    pub fn flag(&self, key: &str) -> bool {
+        parse_bool(self.get(key)).unwrap_or(false)
+    }
+
+    pub fn period(&self, key: &str) -> Duration {
+        parse_period(self.get(key)).unwrap_or(Duration::from_secs(30))
+    }
+
+    pub fn size(&self, key: &str) -> u64 {
+        parse_size(self.get(key)).unwrap_or(u64::MAX)
+    }
+}
+
+/// Splits on `;`, dropping empty items; a value may not itself contain `;`.
+fn split_items(text: &str) -> impl Iterator<Item = &str> {
+    text.split(';').map(str::trim).filter(|s| !s.is_empty())
+}
+
+fn split_host_port(address: &str) -> (&str, Option<u16>) {
+    let address = address.trim();
+    if let Some((host, port)) = address.rsplit_once(':') {
+        if let Ok(port) = port.parse::<u16>() {
+            if !host.contains(':') || host.starts_with('[') {
+                return (host, Some(port));
+            }
+        }
+    }
+    (address, None)
+}
+
+fn check_value(kind: Kind, value: &str) -> Result<(), ParseError> {
+    let ok = match kind {
+        Kind::Text => true,
+        Kind::Bool => parse_bool(value).is_some(),
+        Kind::Integer => value.parse::<i64>().is_ok(),
+        Kind::Float => value.parse::<f64>().is_ok_and(f64::is_finite),
+        Kind::Size => parse_size(value).is_some(),
+        Kind::Period => parse_period(value).is_some(),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ParseError(format!("'{value}' is not a valid {kind:?}").to_lowercase()))
+    }
+}
+
+pub fn parse_bool(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "yes" | "true" | "on" => Some(true),
+        "0" | "no" | "false" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+pub fn parse_size(value: &str) -> Option<u64> {
+    let value = value.trim();
+    let (digits, unit) = match value.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => value.split_at(i),
+        None => (value, ""),
+    };
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1u64 << shift)
+}
+
+/// ISO 8601 durations as Galera writes them: `P[nD][T[nH][nM][n[.n]S]]`.
+pub fn parse_period(value: &str) -> Option<Duration> {
+    let rest = value.trim().strip_prefix('P')?;
+    let (days, time) = match rest.split_once('T') {
+        Some((d, t)) => (d, Some(t)),
+        None => (rest, None),
+    };
+    let mut seconds = 0f64;
+    if !days.is_empty() {
+        seconds += days.strip_suffix('D')?.parse::<f64>().ok()? * 86400.0;
+    }
+    if let Some(mut time) = time {
+        if time.is_empty() {
+            return None;
+        }
+        for (unit, scale) in [('H', 3600.0), ('M', 60.0), ('S', 1.0)] {
+            if let Some(i) = time.find(unit) {
+                seconds += time[..i].parse::<f64>().ok()? * scale;
+                time = &time[i + 1..];
+            }
+        }
+        if !time.is_empty() {
+            return None;
+        }
+    }
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> Options {
+        Options::new(&NodeSite { data_dir: "/var/lib/mysql/", node_address: "127.0.0.1" })
+    }
+
+    #[test]
+    fn echo_uses_galera_format_and_derived_defaults() {
+        let text = options().render();
+        assert!(text.starts_with("base_dir = /var/lib/mysql/; base_host = 127.0.0.1; base_port = 4567;"));
+        assert!(text.contains("gmcast.listen_addr = tcp://0.0.0.0:4567"));
+        assert!(text.contains("repl.max_ws_size = 2147483647"));
+        assert!(!text.contains("gmcast.isolate"), "hidden options are not echoed");
+    }
+
+    #[test]
+    fn mtr_style_options_are_accepted_and_echoed() {
+        let mut o = options();
+        o.apply("repl.causal_read_timeout=PT90S;base_port=16000;evs.suspect_timeout=PT10S;evs.inactive_timeout=PT30S;evs.install_timeout=PT15S;pc.wait_prim_timeout=PT60S;gcache.size=10M; ")
+            .unwrap();
+        let text = o.render();
+        assert!(text.contains("base_port = 16000"));
+        assert!(text.contains("gmcast.listen_addr = tcp://0.0.0.0:16000"));
+        assert!(text.contains("gcache.size = 10M"));
+        assert_eq!(o.period("repl.causal_read_timeout"), Duration::from_secs(90));
+        o.apply("gmcast.isolate=1").unwrap();
+        o.apply("gmcast.isolate=0").unwrap();
+        assert_eq!(o.render(), text, "setting and resetting a hidden option leaves the echo alone");
+    }
+
+    #[test]
+    fn unknown_names_and_bad_values_are_refused_without_partial_changes() {
+        let mut o = options();
+        let before = o.render();
+        let err = o.apply("gcs.fc_limit=32;no.such.option=1").unwrap_err();
+        assert!(err.0.contains("no.such.option"), "{err}");
+        let err = o.apply("evs.suspect_timeout=soon").unwrap_err();
+        assert!(err.0.contains("evs.suspect_timeout"), "{err}");
+        assert!(o.apply("gcs.fc_limit").is_err());
+        assert_eq!(o.render(), before);
+    }
+
+    #[test]
+    fn periods_and_sizes_parse_like_galera() {
+        assert_eq!(parse_period("PT0.5S"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_period("P1D"), Some(Duration::from_secs(86400)));
+        assert_eq!(parse_period("PT1M30S"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_period("30"), None);
+        assert_eq!(parse_size("128M"), Some(128 << 20));
+        assert_eq!(parse_size("1024"), Some(1024));
+        assert_eq!(parse_size("5X"), None);
+    }
+
+    #[test]
+    fn node_address_port_becomes_base_port() {
+        let o = Options::new(&NodeSite { data_dir: "/d/", node_address: "10.0.0.5:5000" });
+        assert_eq!(o.get("base_host"), "10.0.0.5");
+        assert_eq!(o.get("base_port"), "5000");
+    }
+}
