@@ -643,3 +643,6 @@ pub extern "C" fn wsrep_init_allowlist_service_v1(_service: *mut wsrep_allowlist
 
 #[no_mangle]
 pub extern "C" fn wsrep_deinit_allowlist_service_v1() {}
+
+#[cfg(test)]
+mod tests;

@@ -302,3 +302,6 @@ impl Shared {
         self.certification.purge_upto(upto);
     }
 }
+
+#[cfg(test)]
+mod tests;

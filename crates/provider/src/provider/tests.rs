@@ -1,0 +1,343 @@
+//! The provider driven the way wsrep-lib drives it, with a fake application that records
+//! callbacks and re-enters the provider as MariaDB does (commit order inside apply,
+//! `last_committed_id` inside the view callback).
+use super::*;
+use crate::application::{Applied, ApplyRequest, CallbackFailed, RecvCtx, WsHandle};
+use crate::certification::KeyType;
+use crate::grastate::FILE_NAME;
+use crate::types::{flags, Status, TrxMeta};
+use std::sync::{Arc, OnceLock, Weak};
+use std::thread;
+
+#[derive(Default)]
+struct FakeServer {
+    provider: OnceLock<Weak<Provider>>,
+    calls: Mutex<Vec<String>>,
+}
+
+impl FakeServer {
+    fn record(&self, call: String) {
+        self.calls.lock().unwrap().push(call);
+    }
+
+    fn provider(&self) -> Arc<Provider> {
+        self.provider.get().and_then(Weak::upgrade).expect("provider alive")
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl Application for FakeServer {
+    fn connected(&self, view: &View) -> Result<(), CallbackFailed> {
+        self.record(format!("connected {}", view.state_id.seqno));
+        Ok(())
+    }
+
+    fn view(&self, _recv: RecvCtx, view: &View) -> Result<(), CallbackFailed> {
+        let committed = self.provider().last_committed_id().seqno;
+        self.record(format!("view {} members {} last_committed {committed}", view.state_id.seqno, view.members.len()));
+        Ok(())
+    }
+
+    fn synced(&self) -> Result<(), CallbackFailed> {
+        self.record("synced".into());
+        Ok(())
+    }
+
+    fn apply(&self, _recv: RecvCtx, request: &ApplyRequest<'_>) -> Result<Applied, CallbackFailed> {
+        let provider = self.provider();
+        assert_eq!(provider.commit_order_enter(request.handle, &request.meta), Status::Ok);
+        assert_eq!(provider.commit_order_leave(request.handle, &request.meta, b""), Status::Ok);
+        self.record(format!("apply {} {:?}", request.meta.gtid.seqno, String::from_utf8_lossy(request.data)));
+        Ok(Applied { exit_loop: false })
+    }
+}
+
+struct Node {
+    provider: Arc<Provider>,
+    server: Arc<FakeServer>,
+    dir: PathBuf,
+    applier: Option<thread::JoinHandle<Status>>,
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lockstep-provider-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn start_in(dir: PathBuf, options: &str) -> Result<Node, String> {
+    let server = Arc::new(FakeServer::default());
+    let args = InitArgs {
+        node_name: "n1".into(),
+        node_address: "127.0.0.1".into(),
+        node_incoming: "AUTO".into(),
+        data_dir: format!("{}/", dir.display()),
+        options: options.into(),
+        start_position: Gtid::UNDEFINED,
+    };
+    let provider = Arc::new(Provider::init(args, server.clone())?);
+    server.provider.set(Arc::downgrade(&provider)).unwrap();
+    Ok(Node { provider, server, dir, applier: None })
+}
+
+impl Node {
+    fn bootstrap(name: &str) -> Node {
+        let mut node = start_in(temp_dir(name), "").unwrap();
+        node.connect();
+        node
+    }
+
+    fn connect(&mut self) {
+        assert_eq!(self.provider.connect("test", "gcomm://", true), Status::Ok);
+        let provider = self.provider.clone();
+        self.applier = Some(thread::spawn(move || provider.recv(RecvCtx(1))));
+        self.wait_for(|calls| calls.iter().any(|c| c == "synced"));
+    }
+
+    fn wait_for(&self, done: impl Fn(&[String]) -> bool) {
+        for _ in 0..500 {
+            if done(&self.server.calls()) {
+                return;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        panic!("timed out; calls so far: {:?}", self.server.calls());
+    }
+
+    fn last_committed(&self) -> Seqno {
+        self.provider.last_committed_id().seqno
+    }
+
+    fn disconnect(&mut self) {
+        assert_eq!(self.provider.disconnect(), Status::Ok);
+        let applier = self.applier.take().expect("connected");
+        assert_eq!(applier.join().unwrap(), Status::Ok);
+    }
+
+    fn saved_state(&self) -> String {
+        std::fs::read_to_string(self.dir.join(FILE_NAME)).unwrap()
+    }
+}
+
+fn handle(trx_id: u64) -> WsHandle {
+    WsHandle { trx_id, opaque: 0 }
+}
+
+fn row_key(id: u8) -> Vec<Key> {
+    table_row_key(b"t", id)
+}
+
+fn table_row_key(table: &[u8], id: u8) -> Vec<Key> {
+    vec![Key::new(vec![b"db".to_vec(), table.to_vec(), vec![id]], KeyType::Update)]
+}
+
+/// Appends a row change and certifies it; returns the handle as the server keeps it.
+fn certified(node: &Node, trx_id: u64, row: u8) -> (WsHandle, TrxMeta) {
+    certified_keys(node, trx_id, row_key(row))
+}
+
+fn certified_keys(node: &Node, trx_id: u64, keys: Vec<Key>) -> (WsHandle, TrxMeta) {
+    let opaque = node.provider.append_key(handle(trx_id), keys).unwrap();
+    let h = WsHandle { trx_id, opaque };
+    node.provider.append_data(h, &[b"row events"]).unwrap();
+    let (status, meta) = node.provider.certify(7, h, flags::TRX_START | flags::TRX_END);
+    assert_eq!(status, Status::Ok);
+    (h, meta)
+}
+
+fn commit(node: &Node, h: WsHandle, meta: &TrxMeta) {
+    assert_eq!(node.provider.commit_order_enter(h, meta), Status::Ok);
+    assert_eq!(node.provider.commit_order_leave(h, meta, b""), Status::Ok);
+    assert_eq!(node.provider.release(h), Status::Ok);
+}
+
+#[test]
+fn bootstrap_delivers_connected_view_and_synced_in_order() {
+    let node = Node::bootstrap("bootstrap");
+    assert_eq!(node.server.calls(), ["connected 1", "view 1 members 1 last_committed 0", "synced"]);
+    assert_eq!(node.last_committed(), 1);
+    assert!(node.saved_state().contains("seqno:   -1"), "running nodes keep their position in the engine");
+}
+
+#[test]
+fn each_commit_advances_last_committed_by_one() {
+    let node = Node::bootstrap("commit");
+    let (h, meta) = certified(&node, 10, 1);
+    assert_eq!(meta.gtid.seqno, 2);
+    assert_eq!(meta.source.trx_id, 10);
+    assert!(meta.depends_on < 2);
+    assert_eq!(node.last_committed(), 1, "not committed before release");
+    commit(&node, h, &meta);
+    assert_eq!(node.last_committed(), 2);
+    // Read-only and rolled-back transactions never reach the order.
+    assert_eq!(node.provider.release(handle(11)), Status::Ok);
+    assert_eq!(node.provider.release(WsHandle { trx_id: crate::application::TRX_ID_UNDEFINED, opaque: 0 }), Status::Ok);
+    let opaque = node.provider.append_key(handle(12), row_key(2)).unwrap();
+    assert_eq!(node.provider.release(WsHandle { trx_id: 12, opaque }), Status::Ok);
+    assert_eq!(node.last_committed(), 2);
+}
+
+#[test]
+fn isolation_waits_for_earlier_commits_and_holds_later_ones() {
+    let node = Node::bootstrap("toi");
+    let (h, meta) = certified(&node, 20, 1);
+    let provider = node.provider.clone();
+    let toi = thread::spawn(move || {
+        provider.to_execute_start(99, vec![vec![b"db".to_vec(), b"t".to_vec()]], &[b"ALTER"], 0x41)
+    });
+    thread::sleep(Duration::from_millis(50));
+    assert!(!toi.is_finished(), "the DDL waits until seqno 2 commits");
+    commit(&node, h, &meta);
+    let (status, toi_meta) = toi.join().unwrap();
+    assert_eq!((status, toi_meta.gtid.seqno, toi_meta.depends_on), (Status::Ok, 3, 2));
+    assert!(node.saved_state().contains("00000000-0000-0000-0000-000000000000"), "unsafe while DDL runs");
+    // A change to that table which had not seen the DDL fails certification, and still
+    // passes its seqno (4) through commit order, as the server does.
+    let failed = WsHandle { trx_id: 22, opaque: node.provider.append_key(handle(22), row_key(9)).unwrap() };
+    let (status, failed_meta) = node.provider.certify(1, failed, 0x41);
+    assert_eq!((status, failed_meta.gtid.seqno), (Status::TrxFail, 4));
+    // One on another table, ordered after the DDL (seqno 5), cannot commit before it ends.
+    let (h2, meta2) = certified_keys(&node, 21, table_row_key(b"other", 9));
+    let provider = node.provider.clone();
+    let later = thread::spawn(move || provider.commit_order_enter(h2, &meta2));
+    thread::sleep(Duration::from_millis(50));
+    assert!(!later.is_finished());
+    assert_eq!(node.provider.to_execute_end(99, b""), Status::Ok);
+    commit(&node, failed, &failed_meta);
+    assert_eq!(later.join().unwrap(), Status::Ok);
+    assert_eq!(node.provider.to_execute_end(99, b""), Status::ConnFail, "no second end");
+}
+
+#[test]
+fn brute_force_abort_of_an_ordered_transaction_leads_to_replay() {
+    let node = Node::bootstrap("replay");
+    // A DDL at seqno 2 holds the commit order; the victim is ordered at 3 behind it.
+    let (status, toi) = node.provider.to_execute_start(5, vec![vec![b"otherdb".to_vec()]], &[], 0x41);
+    assert_eq!(status, Status::Ok);
+    let (h, meta) = certified(&node, 30, 1);
+    let provider = node.provider.clone();
+    let victim = thread::spawn(move || provider.commit_order_enter(h, &meta));
+    thread::sleep(Duration::from_millis(30));
+    assert_eq!(node.provider.abort_certification(toi.gtid.seqno, 30), (Status::Ok, 3));
+    assert_eq!(victim.join().unwrap(), Status::BfAbort);
+    assert_eq!(node.provider.abort_certification(toi.gtid.seqno, 30).0, Status::NotAllowed, "already aborted");
+    assert_eq!(node.provider.to_execute_end(5, b""), Status::Ok);
+    // The server rolls back and replays on the victim's thread; apply re-enters commit order.
+    assert_eq!(node.provider.replay_trx(h, RecvCtx(2)), Status::Ok);
+    assert_eq!(node.provider.release(h), Status::Ok);
+    assert!(node.server.calls().contains(&"apply 3 \"row events\"".to_string()));
+    assert_eq!(node.last_committed(), 3);
+}
+
+#[test]
+fn abort_rules_for_unordered_and_earlier_transactions() {
+    let node = Node::bootstrap("abort-rules");
+    assert_eq!(node.provider.abort_certification(10, 777), (Status::Ok, -1), "unknown victims are fine");
+    let opaque = node.provider.append_key(handle(40), row_key(1)).unwrap();
+    assert_eq!(node.provider.abort_certification(10, 40), (Status::Ok, -1));
+    let (status, meta) = node.provider.certify(1, WsHandle { trx_id: 40, opaque }, 0x41);
+    assert_eq!((status, meta.gtid), (Status::TrxFail, Gtid::UNDEFINED), "aborted before ordering: not replicated");
+    node.provider.release(WsHandle { trx_id: 40, opaque });
+    let (h, meta) = certified(&node, 41, 2);
+    assert_eq!(node.provider.abort_certification(meta.gtid.seqno + 5, 41), (Status::NotAllowed, meta.gtid.seqno));
+    commit(&node, h, &meta);
+}
+
+#[test]
+fn causal_wait_covers_everything_ordered_before_it() {
+    let node = Node::bootstrap("sync-wait");
+    let (h, meta) = certified(&node, 50, 1);
+    let (status, _) = node.provider.sync_wait(None, 0);
+    assert_eq!(status, Status::TrxFail, "seqno 2 is ordered but not committed");
+    let provider = node.provider.clone();
+    let reader = thread::spawn(move || provider.sync_wait(None, 5));
+    thread::sleep(Duration::from_millis(30));
+    commit(&node, h, &meta);
+    let (status, gtid) = reader.join().unwrap();
+    assert_eq!((status, gtid.seqno), (Status::Ok, 2));
+    let other_history = Gtid::new(Uuid([9; 16]), 1);
+    assert_eq!(node.provider.sync_wait(Some(other_history), 1).0, Status::TrxMissing);
+}
+
+#[test]
+fn pause_drains_and_saves_the_position() {
+    let node = Node::bootstrap("pause");
+    let (h, meta) = certified(&node, 60, 1);
+    let provider = node.provider.clone();
+    let pause = thread::spawn(move || provider.pause());
+    thread::sleep(Duration::from_millis(30));
+    assert!(!pause.is_finished(), "waits for seqno 2");
+    commit(&node, h, &meta);
+    assert_eq!(pause.join().unwrap(), 2);
+    assert!(node.saved_state().contains("seqno:   2"));
+    // New writes wait while paused.
+    let opaque = node.provider.append_key(handle(61), row_key(2)).unwrap();
+    let provider = node.provider.clone();
+    let writer = thread::spawn(move || provider.certify(1, WsHandle { trx_id: 61, opaque }, 0x41));
+    thread::sleep(Duration::from_millis(30));
+    assert!(!writer.is_finished());
+    assert_eq!(node.provider.resume(), Status::Ok);
+    assert_eq!(writer.join().unwrap().0, Status::Ok);
+}
+
+#[test]
+fn clean_close_saves_position_and_restart_continues_the_history() {
+    let mut node = Node::bootstrap("restart");
+    let (h, meta) = certified(&node, 70, 1);
+    commit(&node, h, &meta);
+    let group = node.provider.last_committed_id().uuid;
+    node.disconnect();
+    assert!(node.server.calls().iter().any(|c| c == "view 2 members 0 last_committed 2"), "final view");
+    let saved = node.saved_state();
+    assert!(saved.contains(&format!("uuid:    {group}")) && saved.contains("seqno:   2"), "{saved}");
+    assert!(saved.contains("safe_to_bootstrap: 1"));
+    // Reconnecting the same instance (SET GLOBAL wsrep_cluster_address) and restarting
+    // both continue at seqno 3.
+    node.server.calls.lock().unwrap().clear();
+    node.connect();
+    assert_eq!(node.provider.last_committed_id(), Gtid::new(group, 3));
+    node.disconnect();
+    let dir = node.dir.clone();
+    drop(node);
+    let mut again = start_in(dir, "").unwrap();
+    again.connect();
+    assert_eq!(again.provider.last_committed_id(), Gtid::new(group, 4));
+    again.disconnect();
+}
+
+#[test]
+fn bootstrap_is_refused_when_not_safe_and_joining_is_not_supported_yet() {
+    let dir = temp_dir("unsafe");
+    let state = format!("version: 2.1\nuuid: {}\nseqno: 5\nsafe_to_bootstrap: 0\n", Uuid::random());
+    std::fs::write(dir.join(FILE_NAME), state).unwrap();
+    let node = start_in(dir, "").unwrap();
+    assert_eq!(node.provider.connect("test", "gcomm://", true), Status::NodeFail);
+    assert_eq!(node.provider.connect("test", "gcomm://10.0.0.1", false), Status::NodeFail);
+    assert_eq!(node.provider.connect("test", "not empty but invalid", false), Status::NodeFail);
+    assert_eq!(node.provider.recv(RecvCtx(1)), Status::Fatal, "recv without a connection");
+}
+
+#[test]
+fn unknown_options_fail_init_naming_the_option() {
+    let err = start_in(temp_dir("bad-option"), "gcs.fc_limit=32;no.such.option=1").err().expect("refused");
+    assert!(err.contains("no.such.option"), "{err}");
+    let node = start_in(temp_dir("good-option"), "gcs.fc_limit=32").unwrap();
+    assert!(node.provider.options_get().contains("gcs.fc_limit = 32"));
+    assert!(node.provider.options_set("bogus=1").is_err());
+}
+
+#[test]
+fn oversized_writesets_are_refused_before_ordering() {
+    let node = start_in(temp_dir("max-ws"), "repl.max_ws_size=16").map(|mut n| {
+        n.connect();
+        n
+    });
+    let node = node.unwrap();
+    let opaque = node.provider.append_data(handle(80), &[&[0u8; 64]]).unwrap();
+    let (status, meta) = node.provider.certify(1, WsHandle { trx_id: 80, opaque }, 0x41);
+    assert_eq!((status, meta.gtid), (Status::SizeExceeded, Gtid::UNDEFINED));
+}
