@@ -1,6 +1,10 @@
 //! `lockstep`: operate local Lockstep clusters, run the simulator and benchmarks.
 use clap::{Parser, Subcommand};
 
+mod bench_cmd;
+mod cluster_cmd;
+mod sim_cmd;
+
 #[derive(Parser)]
 #[command(name = "lockstep", version, about = "Synchronous multi-master replication for MariaDB")]
 struct Cli {
@@ -9,9 +13,21 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Build, start, inspect and stop local MariaDB clusters on loopback.
+    #[command(subcommand)]
+    Cluster(cluster_cmd::ClusterCommand),
+    /// Run the deterministic group-layer simulator (exits non-zero on a violation).
+    Sim(sim_cmd::SimArgs),
+    /// Group-layer benchmark: 3 members over loopback TCP (not a test).
+    Bench(bench_cmd::BenchArgs),
+}
 
 fn main() {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Cluster(command) => cluster_cmd::run(command),
+        Command::Sim(args) => sim_cmd::run(args),
+        Command::Bench(args) => bench_cmd::run(args),
+    }
 }

@@ -1,1 +1,22 @@
-//! Local MariaDB clusters running the Lockstep provider on loopback.
+//! Local MariaDB clusters running a wsrep provider (Lockstep, or Galera for comparison) on
+//! loopback: data directories, configs, `mariadbd` processes, status, clean and crash stops,
+//! and `--wsrep-recover`.
+//!
+//! Layout of a cluster directory `DIR`:
+//! - `DIR/cluster.state`: provider, extra provider options and each node's ports;
+//! - `DIR/nodeI/`: `my.cnf`, `data/` (with the provider's `grastate.dat`), `mariadbd.sock`,
+//!   `mariadbd.pid`, `error.log`.
+//!
+//! The server is driven through the `mariadb` client binary, so no MySQL protocol crate is needed.
+mod cluster;
+mod error;
+mod node;
+mod ports;
+mod position;
+mod process;
+
+pub use cluster::{default_provider, Cluster, ClusterSpec};
+pub use error::{Error, Result};
+pub use node::{Node, NodeConfig, WsrepStatus};
+pub use ports::{allocate_node_ports, NodePorts};
+pub use position::{Position, SavedState};

@@ -126,11 +126,6 @@ const SPECS: &[Spec] = &[
     hidden("socket.ssl_password_file", Kind::Text, ""),
 ];
 
-/// Options this version reads and acts on; the rest are accepted and echoed only
-/// (the README lists them).
-pub const ACTED_ON: &[&str] =
-    &["base_dir", "cert.log_conflicts", "cert.optimistic_pa", "repl.causal_read_timeout", "repl.max_ws_size"];
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OptionError(pub String);
 

@@ -123,6 +123,12 @@ impl Node {
     }
 }
 
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 fn handle(trx_id: u64) -> WsHandle {
     WsHandle { trx_id, opaque: 0 }
 }
@@ -301,12 +307,12 @@ fn clean_close_saves_position_and_restart_continues_the_history() {
     node.connect();
     assert_eq!(node.provider.last_committed_id(), Gtid::new(group, 3));
     node.disconnect();
-    let dir = node.dir.clone();
-    drop(node);
-    let mut again = start_in(dir, "").unwrap();
+    // A new instance on the same data directory (the old one stays alive to keep it).
+    let mut again = start_in(node.dir.clone(), "").unwrap();
     again.connect();
     assert_eq!(again.provider.last_committed_id(), Gtid::new(group, 4));
     again.disconnect();
+    std::mem::forget(again); // `node` removes the directory
 }
 
 #[test]

@@ -1,0 +1,206 @@
+//! A local cluster: N nodes under one directory, described by `DIR/cluster.state`.
+use crate::error::{Error, Result};
+use crate::node::{Node, NodeConfig};
+use crate::ports::{allocate_node_ports, NodePorts};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const STATE_FILE: &str = "cluster.state";
+const CLUSTER_NAME: &str = "lockstep";
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    pub dir: PathBuf,
+    pub node_count: usize,
+    pub provider: PathBuf,
+    /// Extra `wsrep_provider_options` for every node (`key=value;...`), may be empty.
+    pub provider_options: String,
+}
+
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub nodes: Vec<Node>,
+}
+
+impl Cluster {
+    /// Allocates ports, creates every node's data directory and `my.cnf`, writes the state file.
+    /// Nothing is started.
+    pub fn create(spec: &ClusterSpec) -> Result<Cluster> {
+        if spec.node_count == 0 {
+            return Err(Error::Invalid("a cluster needs at least one node".into()));
+        }
+        if !spec.provider.is_file() {
+            return Err(Error::Invalid(format!(
+                "wsrep provider {} does not exist (build it with `cargo build --release -p \
+                 lockstep-abi`, or name one with --provider or LOCKSTEP_PROVIDER)",
+                spec.provider.display()
+            )));
+        }
+        fs::create_dir_all(&spec.dir).map_err(|e| Error::io_path("create", &spec.dir, e))?;
+        let dir = absolute(&spec.dir)?;
+        if dir.join(STATE_FILE).exists() {
+            return Err(Error::Invalid(format!("{} already holds a cluster", dir.display())));
+        }
+        let layout = Layout {
+            provider: absolute(&spec.provider)?,
+            provider_options: spec.provider_options.clone(),
+            ports: (0..spec.node_count).map(|_| allocate_node_ports()).collect::<Result<Vec<_>>>()?,
+        };
+        let cluster = Cluster::from_layout(&dir, &layout);
+        for node in &cluster.nodes {
+            node.initialize()?;
+        }
+        let path = dir.join(STATE_FILE);
+        fs::write(&path, layout.render()).map_err(|e| Error::io_path("write", &path, e))?;
+        Ok(cluster)
+    }
+
+    /// Reads the cluster that [`Cluster::create`] left in `dir`.
+    pub fn open(dir: &Path) -> Result<Cluster> {
+        let dir = absolute(dir)?;
+        let path = dir.join(STATE_FILE);
+        let text = fs::read_to_string(&path).map_err(|e| Error::io_path("read", &path, e))?;
+        let layout =
+            Layout::parse(&text).ok_or_else(|| Error::Invalid(format!("{}: unexpected content", path.display())))?;
+        Ok(Cluster::from_layout(&dir, &layout))
+    }
+
+    fn from_layout(dir: &Path, layout: &Layout) -> Cluster {
+        // One node bootstraps alone. With more, every node lists every member, so any of them
+        // can rejoin later; the first one is started with --wsrep-new-cluster.
+        let cluster_address = if layout.ports.len() == 1 {
+            "gcomm://".to_string()
+        } else {
+            let members: Vec<String> = layout.ports.iter().map(|p| format!("127.0.0.1:{}", p.group)).collect();
+            format!("gcomm://{}", members.join(","))
+        };
+        let nodes = layout
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, ports)| {
+                let name = format!("node{}", i + 1);
+                let config = NodeConfig {
+                    name: name.clone(),
+                    ports: *ports,
+                    provider: layout.provider.clone(),
+                    cluster_name: CLUSTER_NAME.to_string(),
+                    cluster_address: cluster_address.clone(),
+                    provider_options: layout.provider_options.clone(),
+                };
+                Node::new(dir.join(name), config)
+            })
+            .collect();
+        Cluster { dir: dir.to_path_buf(), nodes }
+    }
+
+    /// Starts every node that is not running, in order, and waits until each is ready. When no
+    /// node runs, the first one started bootstraps the cluster (`--wsrep-new-cluster`); a node
+    /// that crashed restarts at the position `--wsrep-recover` finds in InnoDB.
+    pub fn start(&mut self) -> Result<()> {
+        // Bootstrapping next to a running primary component would split the cluster in two.
+        let mut bootstrap = !self.nodes.iter_mut().any(|node| node.is_running());
+        for node in &mut self.nodes {
+            if node.is_running() {
+                continue;
+            }
+            let start_position = node.restart_position()?;
+            node.start(bootstrap, start_position.as_ref())?;
+            bootstrap = false;
+        }
+        Ok(())
+    }
+
+    /// Clean shutdown of every node, last first, so the bootstrap node leaves last and keeps
+    /// `safe_to_bootstrap: 1`. Tries every node even if one fails; reports the first failure.
+    pub fn stop(&mut self) -> Result<()> {
+        let mut first_error = None;
+        for node in self.nodes.iter_mut().rev() {
+            if let Err(e) = node.stop() {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// What `DIR/cluster.state` records: enough to rebuild every node's paths and `my.cnf`.
+#[derive(Debug, PartialEq)]
+struct Layout {
+    provider: PathBuf,
+    provider_options: String,
+    ports: Vec<NodePorts>,
+}
+
+impl Layout {
+    fn render(&self) -> String {
+        let mut text = format!(
+            "# Local Lockstep cluster layout, written by `lockstep cluster up`.\n\
+             provider {}\nprovider_options {}\n",
+            self.provider.display(),
+            self.provider_options
+        );
+        for p in &self.ports {
+            text.push_str(&format!("node client_port={} group_port={} sst_port={}\n", p.client, p.group, p.sst));
+        }
+        text
+    }
+
+    fn parse(text: &str) -> Option<Layout> {
+        let (mut provider, mut provider_options, mut ports) = (None, String::new(), Vec::new());
+        for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            let (key, rest) = line.split_once(' ').unwrap_or((line, ""));
+            match key {
+                "provider" => provider = Some(PathBuf::from(rest)),
+                "provider_options" => provider_options = rest.to_string(),
+                "node" => {
+                    let port = |name: &str| {
+                        rest.split(' ').find_map(|field| field.strip_prefix(name)?.strip_prefix('='))?.parse().ok()
+                    };
+                    ports.push(NodePorts {
+                        client: port("client_port")?,
+                        group: port("group_port")?,
+                        sst: port("sst_port")?,
+                    });
+                }
+                _ => return None,
+            }
+        }
+        Some(Layout { provider: provider?, provider_options, ports })
+    }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    std::path::absolute(path).map_err(|e| Error::io_path("resolve", path, e))
+}
+
+/// The provider to load when none is named: `LOCKSTEP_PROVIDER`, else this workspace's
+/// `target/release/liblockstep.so`.
+pub fn default_provider() -> PathBuf {
+    std::env::var_os("LOCKSTEP_PROVIDER").map(PathBuf::from).unwrap_or_else(|| {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2);
+        workspace
+            .expect("crates/cluster lies two levels below the workspace root")
+            .join("target/release/liblockstep.so")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_survives_the_state_file() {
+        let layout = Layout {
+            provider: PathBuf::from("/usr/lib/galera/libgalera_smm.so"),
+            provider_options: "gcs.fc_limit=32;gcache.size=64M".into(),
+            ports: vec![
+                NodePorts { client: 23000, group: 23001, sst: 23003 },
+                NodePorts { client: 23004, group: 23005, sst: 23007 },
+            ],
+        };
+        assert_eq!(Layout::parse(&layout.render()), Some(layout));
+        assert_eq!(Layout::parse("provider /x.so\nnode client_port=1\n"), None);
+    }
+}

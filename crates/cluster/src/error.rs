@@ -1,0 +1,55 @@
+//! Errors of the cluster harness: each says which node, command or file it is about.
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+/// Result of a harness operation.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// What went wrong while building, starting, querying or stopping local nodes.
+#[derive(Debug)]
+pub enum Error {
+    /// A file or process operation failed.
+    Io { context: String, source: io::Error },
+    /// An external program (`mariadb`, `mariadb-install-db`, ...) exited unsuccessfully.
+    Command { command: String, status: String, output: String },
+    /// Something did not happen within its bounded wait.
+    Timeout { what: String, seconds: u64 },
+    /// `mariadbd` exited while we waited for it to become ready.
+    NodeExited { node: String, status: String, error_log_tail: String },
+    /// A file or a value did not have the expected shape.
+    Invalid(String),
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Error {
+        Error::Io { context: context.into(), source }
+    }
+
+    pub(crate) fn io_path(action: &str, path: &Path, source: io::Error) -> Error {
+        Error::io(format!("{action} {}", path.display()), source)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { context, source } => write!(f, "{context}: {source}"),
+            Error::Command { command, status, output } => write!(f, "`{command}` failed ({status}):\n{output}"),
+            Error::Timeout { what, seconds } => write!(f, "timed out after {seconds} s: {what}"),
+            Error::NodeExited { node, status, error_log_tail } => {
+                write!(f, "{node}: mariadbd exited ({status}); end of its error log:\n{error_log_tail}")
+            }
+            Error::Invalid(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! The writeset cache on disk: segment files of entry records, plus one file each for
+//! the Raft vote and the purge boundary. Entries are also kept in memory (like Galera's
+//! mapped gcache), so reads never touch the disk; the files make them survive restart.
+//!
+//! On open, a torn or corrupt tail (a crash mid-write) is cut off at the last whole
+//! record: what was not synced may be lost, what was synced never is.
+
+use super::{Entry, LogStore};
+use crate::codec::{Reader, Writer};
+use crate::raft::HardState;
+use crate::record::{self, RecordKind};
+use crate::state::AppliedState;
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+const HARD_STATE_FILE: &str = "hardstate";
+const BOUNDARY_FILE: &str = "boundary";
+const SEGMENT_SUFFIX: &str = ".seg";
+/// Largest record the cache reads back; bigger means corruption.
+const RECORD_LIMIT_BYTES: u32 = 1 << 30;
+
+struct Segment {
+    number: u64,
+    file: File,
+    bytes: u64,
+    /// Index of the last entry written to it.
+    last_index: u64,
+}
+
+pub struct FileStore {
+    dir: PathBuf,
+    fsync: bool,
+    segment_limit_bytes: u64,
+    hard: HardState,
+    boundary: AppliedState,
+    entries: VecDeque<Entry>,
+    /// Segment number and byte offset of each retained entry.
+    locations: VecDeque<(u64, u64)>,
+    retained: u64,
+    segments: VecDeque<Segment>,
+    dirty: bool,
+}
+
+impl FileStore {
+    /// Opens (or creates) the cache in `dir`. Without `fsync`, `sync` only flushes to
+    /// the OS: faster, but a machine crash may lose acknowledged entries.
+    pub fn open(dir: &Path, fsync: bool, segment_limit_bytes: u64) -> io::Result<Self> {
+        fs::create_dir_all(dir)?;
+        let hard = match read_single(&dir.join(HARD_STATE_FILE), RecordKind::HardState)? {
+            Some(body) => HardState::decode(&mut Reader::new(&body)).map_err(invalid)?,
+            None => HardState::default(),
+        };
+        let boundary = match read_single(&dir.join(BOUNDARY_FILE), RecordKind::Snapshot)? {
+            Some(body) => AppliedState::decode(&mut Reader::new(&body)).map_err(invalid)?,
+            None => AppliedState::default(),
+        };
+        let mut store = Self {
+            dir: dir.to_owned(),
+            fsync,
+            segment_limit_bytes: segment_limit_bytes.max(1 << 16),
+            hard,
+            boundary,
+            entries: VecDeque::new(),
+            locations: VecDeque::new(),
+            retained: 0,
+            segments: VecDeque::new(),
+            dirty: false,
+        };
+        store.load_segments()?;
+        Ok(store)
+    }
+
+    fn load_segments(&mut self) -> io::Result<()> {
+        let mut numbers: Vec<u64> = fs::read_dir(&self.dir)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_suffix(SEGMENT_SUFFIX)?.parse().ok()
+            })
+            .collect();
+        numbers.sort_unstable();
+        let mut torn = false;
+        for number in numbers {
+            let path = self.segment_path(number);
+            if torn {
+                fs::remove_file(&path)?;
+                continue;
+            }
+            let bytes = fs::read(&path)?;
+            let mut offset = 0usize;
+            let mut last_index = self.last_index();
+            while offset < bytes.len() {
+                let Some(entry) = decode_entry(&bytes[offset..]) else {
+                    log::warn!(
+                        "cache {}: cutting torn tail of {} at byte {offset}",
+                        self.dir.display(),
+                        path.display()
+                    );
+                    torn = true;
+                    break;
+                };
+                let (entry, len) = entry;
+                let index = entry.position.index;
+                if index > self.boundary.position.index {
+                    if index <= self.last_index() {
+                        // Replaced later in the same file: keep the newest.
+                        self.truncate_memory(index - 1);
+                    } else if index != self.last_index() + 1 {
+                        torn = true;
+                        break;
+                    }
+                    self.retained += entry.size_bytes();
+                    self.entries.push_back(entry);
+                    self.locations.push_back((number, offset as u64));
+                }
+                last_index = last_index.max(index);
+                offset += len;
+            }
+            let file = OpenOptions::new().write(true).open(&path)?;
+            file.set_len(offset as u64)?;
+            self.segments.push_back(Segment { number, file, bytes: offset as u64, last_index });
+        }
+        Ok(())
+    }
+
+    fn segment_path(&self, number: u64) -> PathBuf {
+        self.dir.join(format!("{number:012}{SEGMENT_SUFFIX}"))
+    }
+
+    fn truncate_memory(&mut self, after: u64) {
+        let keep = after.saturating_sub(self.boundary.position.index) as usize;
+        while self.entries.len() > keep {
+            let e = self.entries.pop_back().expect("len checked");
+            self.retained -= e.size_bytes();
+            self.locations.pop_back();
+        }
+    }
+
+    fn active_segment(&mut self) -> io::Result<&mut Segment> {
+        let roll = self.segments.back().is_none_or(|s| s.bytes >= self.segment_limit_bytes);
+        if roll {
+            if let Some(full) = self.segments.back_mut() {
+                if self.fsync {
+                    full.file.sync_data()?;
+                }
+            }
+            let number = self.segments.back().map_or(1, |s| s.number + 1);
+            let file = OpenOptions::new().create(true).write(true).truncate(true).open(self.segment_path(number))?;
+            if self.fsync {
+                File::open(&self.dir)?.sync_all()?;
+            }
+            self.segments.push_back(Segment { number, file, bytes: 0, last_index: self.last_index() });
+        }
+        Ok(self.segments.back_mut().expect("just ensured"))
+    }
+}
+
+fn decode_entry(bytes: &[u8]) -> Option<(Entry, usize)> {
+    let (kind, body, len) = record::decode(bytes, RECORD_LIMIT_BYTES).ok()?;
+    if kind != RecordKind::Entry {
+        return None;
+    }
+    let mut r = Reader::new(body);
+    let entry = Entry::decode(&mut r).ok()?;
+    r.finish().ok()?;
+    Some((entry, len))
+}
+
+fn invalid(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+fn read_single(path: &Path, kind: RecordKind) -> io::Result<Option<Vec<u8>>> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let (found, body, _) = record::decode(&bytes, RECORD_LIMIT_BYTES).map_err(invalid)?;
+    if found != kind {
+        return Err(invalid(record::RecordError::UnknownKind(found as u8)));
+    }
+    Ok(Some(body.to_vec()))
+}
+
+/// Replaces a small file atomically: write aside, sync, rename, sync the directory.
+fn write_single(dir: &Path, name: &str, kind: RecordKind, body: &[u8], fsync: bool) -> io::Result<()> {
+    let aside = dir.join(format!("{name}.new"));
+    let mut file = File::create(&aside)?;
+    file.write_all(&record::encode(kind, body))?;
+    if fsync {
+        file.sync_data()?;
+    }
+    fs::rename(&aside, dir.join(name))?;
+    if fsync {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+impl LogStore for FileStore {
+    fn hard_state(&self) -> HardState {
+        self.hard
+    }
+
+    fn save_hard_state(&mut self, hard: HardState) -> io::Result<()> {
+        if hard == self.hard {
+            return Ok(());
+        }
+        let mut w = Writer::default();
+        hard.encode(&mut w);
+        // A vote must be durable before the reply that grants it leaves.
+        write_single(&self.dir, HARD_STATE_FILE, RecordKind::HardState, &w.bytes, self.fsync)?;
+        self.hard = hard;
+        Ok(())
+    }
+
+    fn boundary(&self) -> &AppliedState {
+        &self.boundary
+    }
+
+    fn last_index(&self) -> u64 {
+        self.boundary.position.index + self.entries.len() as u64
+    }
+
+    fn entry(&self, index: u64) -> Option<Entry> {
+        let offset = index.checked_sub(self.boundary.position.index + 1)? as usize;
+        self.entries.get(offset).cloned()
+    }
+
+    fn append(&mut self, after: u64, entries: Vec<Entry>) -> io::Result<()> {
+        if after < self.boundary.position.index || after > self.last_index() {
+            return Err(io::Error::other(format!(
+                "append after {after} outside retained log {}..={}",
+                self.boundary.position.index,
+                self.last_index()
+            )));
+        }
+        if after < self.last_index() {
+            let (number, offset) = self.locations[(after - self.boundary.position.index) as usize];
+            while self.segments.back().is_some_and(|s| s.number > number) {
+                let s = self.segments.pop_back().expect("checked");
+                drop(s.file);
+                fs::remove_file(self.segment_path(s.number))?;
+            }
+            if let Some(s) = self.segments.back_mut() {
+                s.file.set_len(offset)?;
+                s.bytes = offset;
+                s.last_index = after;
+            }
+            self.truncate_memory(after);
+            self.dirty = true;
+        }
+        for entry in entries {
+            let mut w = Writer::default();
+            entry.encode(&mut w);
+            let rec = record::encode(RecordKind::Entry, &w.bytes);
+            let index = entry.position.index;
+            let segment = self.active_segment()?;
+            let offset = segment.bytes;
+            // Positioned write: the file offset is ours, a truncation may have moved it.
+            std::os::unix::fs::FileExt::write_all_at(&segment.file, &rec, offset)?;
+            segment.bytes += rec.len() as u64;
+            segment.last_index = index;
+            let number = segment.number;
+            self.retained += entry.size_bytes();
+            self.entries.push_back(entry);
+            self.locations.push_back((number, offset));
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        if self.dirty && self.fsync {
+            if let Some(s) = self.segments.back() {
+                s.file.sync_data()?;
+            }
+        }
+        self.dirty = false;
+        Ok(())
+    }
+
+    fn purge(&mut self, boundary: AppliedState) -> io::Result<()> {
+        self.sync()?;
+        let mut w = Writer::default();
+        boundary.encode(&mut w);
+        write_single(&self.dir, BOUNDARY_FILE, RecordKind::Snapshot, &w.bytes, self.fsync)?;
+        let index = boundary.position.index;
+        while self.entries.front().is_some_and(|e| e.position.index <= index) {
+            let e = self.entries.pop_front().expect("checked");
+            self.retained -= e.size_bytes();
+            self.locations.pop_front();
+        }
+        self.boundary = boundary;
+        // Whole segments below the boundary go; the active one always stays.
+        while self.segments.len() > 1 && self.segments[0].last_index <= index {
+            let s = self.segments.pop_front().expect("checked");
+            drop(s.file);
+            fs::remove_file(self.segment_path(s.number))?;
+        }
+        Ok(())
+    }
+
+    fn retained_bytes(&self) -> u64 {
+        self.retained
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Payload;
+    use crate::raft::Position;
+    use crate::types::MemberId;
+
+    fn e(index: u64, term: u64, len: usize) -> Entry {
+        Entry { position: Position { term, index }, payload: Payload::Command(vec![index as u8; len]) }
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("lockstep-cache-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn survives_restart_with_overwrites_purge_and_a_torn_tail() {
+        let dir = temp_dir("restart");
+        {
+            let mut s = FileStore::open(&dir, true, 1 << 16).unwrap();
+            s.save_hard_state(HardState { term: 3, voted_for: Some(MemberId(2)) }).unwrap();
+            s.append(0, (1..=40).map(|i| e(i, 1, 5000)).collect()).unwrap();
+            // A new leader overwrites the tail from index 31.
+            s.append(30, (31..=45).map(|i| e(i, 2, 5000)).collect()).unwrap();
+            s.sync().unwrap();
+            let boundary = AppliedState { position: Position { term: 1, index: 20 }, seqno: 17, ..Default::default() };
+            s.purge(boundary).unwrap();
+        }
+        // A crash mid-write leaves half a record at the end of the newest segment.
+        let mut newest: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+            .collect();
+        newest.sort();
+        let last = newest.last().unwrap();
+        let mut f = OpenOptions::new().append(true).open(last).unwrap();
+        f.write_all(&record::encode(RecordKind::Entry, &[1, 2, 3])[..10]).unwrap();
+
+        let s = FileStore::open(&dir, true, 1 << 16).unwrap();
+        assert_eq!(s.hard_state().term, 3);
+        assert_eq!(s.hard_state().voted_for, Some(MemberId(2)));
+        assert_eq!(s.boundary().seqno, 17);
+        assert_eq!((s.first_index(), s.last_index()), (21, 45));
+        assert_eq!(s.entry(30), Some(e(30, 1, 5000)));
+        assert_eq!(s.entry(31), Some(e(31, 2, 5000)));
+        assert_eq!(s.entry(20), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_corrupt_boundary_file_is_an_error_not_a_panic() {
+        let dir = temp_dir("corrupt");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(BOUNDARY_FILE), b"garbage that is not a record").unwrap();
+        assert!(FileStore::open(&dir, false, 1 << 16).is_err());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

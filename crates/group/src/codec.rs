@@ -1,0 +1,133 @@
+//! Little-endian body encoding for records; every read is bounds-checked.
+
+use std::fmt;
+
+/// A record body that does not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub &'static str);
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "malformed record body: {}", self.0)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+#[derive(Default)]
+pub struct Writer {
+    pub bytes: Vec<u8>,
+}
+
+impl Writer {
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.bytes.push(v);
+        self
+    }
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn bool(&mut self, v: bool) -> &mut Self {
+        self.u8(u8::from(v))
+    }
+    pub fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.u32(u32::try_from(v.len()).expect("bounded by the record limit"));
+        self.bytes.extend_from_slice(v);
+        self
+    }
+    pub fn str(&mut self, v: &str) -> &mut Self {
+        self.bytes(v.as_bytes())
+    }
+    /// Writes a collection length; its items follow.
+    pub fn len(&mut self, n: usize) -> &mut Self {
+        self.u32(u32::try_from(n).expect("bounded by the record limit"))
+    }
+}
+
+pub struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Self { rest: bytes }
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.rest.len() < n {
+            return Err(DecodeError("truncated"));
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    pub fn bool(&mut self) -> Result<bool, DecodeError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(DecodeError("bad boolean")),
+        }
+    }
+    pub fn bytes(&mut self) -> Result<Vec<u8>, DecodeError> {
+        let n = self.u32()? as usize;
+        Ok(self.take(n)?.to_vec())
+    }
+    pub fn str(&mut self) -> Result<String, DecodeError> {
+        String::from_utf8(self.bytes()?).map_err(|_| DecodeError("string is not UTF-8"))
+    }
+    /// Reads a collection length, refusing one that cannot fit in the remaining bytes
+    /// (each item takes at least `min_item_bytes`), so a forged length never allocates.
+    pub fn len(&mut self, min_item_bytes: usize) -> Result<usize, DecodeError> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(min_item_bytes.max(1)) > self.rest.len() {
+            return Err(DecodeError("collection length exceeds the record"));
+        }
+        Ok(n)
+    }
+    /// Fails unless every byte was consumed.
+    pub fn finish(self) -> Result<(), DecodeError> {
+        if self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError("trailing bytes"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_bounds() {
+        let mut w = Writer::default();
+        w.u8(1).u32(2).u64(3).bool(true).str("node").bytes(&[9, 9]);
+        let mut r = Reader::new(&w.bytes);
+        assert_eq!(r.u8().unwrap(), 1);
+        assert_eq!(r.u32().unwrap(), 2);
+        assert_eq!(r.u64().unwrap(), 3);
+        assert!(r.bool().unwrap());
+        assert_eq!(r.str().unwrap(), "node");
+        assert_eq!(r.bytes().unwrap(), vec![9, 9]);
+        r.finish().unwrap();
+        assert!(Reader::new(&[5, 0, 0, 0, 1]).bytes().is_err());
+        assert!(Reader::new(&[255, 255, 255, 255]).len(1).is_err());
+    }
+}

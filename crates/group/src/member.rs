@@ -1,0 +1,900 @@
+//! One member of the group: a deterministic state machine with no I/O of its own.
+//!
+//! Inputs: `tick(now)`, `receive(message)`, `submit`, `leave`, flow-control calls.
+//! After a batch of inputs the driver calls `flush`, which performs the Raft actions on
+//! the cache (syncing before anything leaves), queues outgoing messages and applies
+//! committed entries. Outputs: `take_outbox`, `pop_delivered`, `take_completions`.
+
+use crate::cache::{Entry, LogStore, Payload};
+use crate::config::GroupConfig;
+use crate::message::{Body, Message};
+use crate::raft::{Action, Consensus, EntryKind, Membership, Position, Role};
+use crate::rng::Rng;
+use crate::state::{AppliedState, Op};
+use crate::types::{Delivered, DeliveredKind, MemberId, MemberInfo, Seqno, SubmitError, View};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io;
+
+/// What a member reports about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub id: MemberId,
+    /// In contact with a leader holding quorum (or is that leader), and in the view.
+    pub primary: bool,
+    pub leader: Option<MemberId>,
+    /// Raft term, for diagnostics: it rises with every election.
+    pub term: u64,
+    pub view: View,
+    /// Last seqno applied (delivered or suppressed).
+    pub last_seqno: Seqno,
+    pub recv_queue: usize,
+    pub senders_paused: bool,
+    /// Asked to leave and no longer in the view: the driver may stop it.
+    pub left: bool,
+    /// Storage or protocol failure; the member stopped.
+    pub failed: Option<String>,
+}
+
+pub struct Member<S: LogStore> {
+    info: MemberInfo,
+    config: GroupConfig,
+    raft: Consensus,
+    store: S,
+    rng: Rng,
+    now_ms: u64,
+    election_deadline_ms: u64,
+    /// When each peer was last heard from (any message).
+    last_heard_ms: BTreeMap<MemberId, u64>,
+    leader: Option<MemberId>,
+    leader_heard_ms: u64,
+    leader_primary: bool,
+    leader_since_ms: u64,
+    applied: AppliedState,
+    /// Applied states to purge the cache back to, oldest first.
+    checkpoints: VecDeque<AppliedState>,
+    checkpoint_bytes: u64,
+    recv_queue: VecDeque<Delivered>,
+    /// Seqno of the last delivery handed to the application.
+    consumed: Seqno,
+    /// Deliveries up to this seqno were consumed before a restart and are not queued again.
+    resume_after: Seqno,
+    next_request: u64,
+    /// Request number -> deadline.
+    pending: BTreeMap<u64, u64>,
+    completions: Vec<(u64, Result<Seqno, SubmitError>)>,
+    paused: bool,
+    /// Payloads for entries about to be appended, by (index, term).
+    staged: BTreeMap<(u64, u64), Vec<u8>>,
+    outbox: Vec<(MemberId, Message)>,
+    /// Leader: per peer, what was sent, so entries in flight are not sent again at every
+    /// reply (noraft leaves this to the integration).
+    sent_upto: BTreeMap<MemberId, Sent>,
+    queue_lengths: BTreeMap<MemberId, u32>,
+    /// Members to send join requests to besides the directory (the cluster address).
+    seeds: BTreeSet<MemberId>,
+    next_join_ms: u64,
+    /// A pre-vote under way: the term it asks for and who granted it.
+    pre_vote: Option<(u64, BTreeSet<MemberId>)>,
+    /// Leader: membership operations proposed, by member, with the time of the proposal.
+    proposed_ops: BTreeMap<MemberId, u64>,
+    leaving: bool,
+    /// The leader confirmed our removal is committed.
+    removed: bool,
+    failed: Option<String>,
+}
+
+impl<S: LogStore> Member<S> {
+    /// Starts a new cluster with this member alone in it (`--wsrep-new-cluster`).
+    pub fn bootstrap(info: MemberInfo, config: GroupConfig, store: S, now_ms: u64) -> Self {
+        let mut raft = Consensus::start(info.id);
+        let bootstrapped = raft.bootstrap();
+        let mut member = Self::new(info, config, raft, store, now_ms, 0);
+        if !bootstrapped {
+            member.failed = Some("bootstrap refused: the cache is not empty".into());
+        }
+        member
+    }
+
+    /// A new member that asks `seeds` to let it in (`wsrep_cluster_address`).
+    pub fn join(info: MemberInfo, config: GroupConfig, store: S, seeds: &[MemberId], now_ms: u64) -> Self {
+        let raft = Consensus::start(info.id);
+        let mut member = Self::new(info, config, raft, store, now_ms, 0);
+        member.seeds = seeds.iter().copied().filter(|&s| s != member.info.id).collect();
+        member
+    }
+
+    /// A member restored from its cache. Entries are applied again from the cache's purge
+    /// boundary; deliveries up to `resume_after` are not queued again.
+    pub fn restart(
+        info: MemberInfo,
+        config: GroupConfig,
+        store: S,
+        seeds: &[MemberId],
+        now_ms: u64,
+        resume_after: Seqno,
+    ) -> Self {
+        let boundary = store.boundary().clone();
+        let entries: Vec<Entry> =
+            (boundary.position.index + 1..=store.last_index()).filter_map(|i| store.entry(i)).collect();
+        let consistent = terms_are_consistent(boundary.position, &entries);
+        let entries: Vec<(u64, EntryKind)> = entries.iter().map(|e| (e.position.term, kind_of(&e.payload))).collect();
+        let raft = Consensus::restart(info.id, store.hard_state(), boundary.position, &boundary.membership, entries);
+        let mut member = Self::new(info, config, raft, store, now_ms, resume_after);
+        if resume_after < boundary.seqno {
+            // The cache was purged past what the application kept: it needs a transfer.
+            member.recv_queue.push_back(Delivered {
+                seqno: boundary.seqno,
+                kind: DeliveredKind::StateGap,
+                bytes: Vec::new(),
+            });
+        }
+        member.applied = boundary;
+        if !consistent {
+            member.failed = Some("cache holds entries whose terms do not follow its log".into());
+        }
+        member.seeds = seeds.iter().copied().filter(|&s| s != member.info.id).collect();
+        member
+    }
+
+    fn new(info: MemberInfo, config: GroupConfig, raft: Consensus, store: S, now_ms: u64, resume_after: Seqno) -> Self {
+        let seed = info.id.0 ^ now_ms.rotate_left(32) ^ 0x6c6f_636b_7374_6570;
+        let mut member = Self {
+            config,
+            raft,
+            store,
+            rng: Rng::new(seed),
+            now_ms,
+            election_deadline_ms: now_ms,
+            last_heard_ms: BTreeMap::new(),
+            leader: None,
+            leader_heard_ms: 0,
+            leader_primary: false,
+            leader_since_ms: now_ms,
+            applied: AppliedState::default(),
+            checkpoints: VecDeque::new(),
+            checkpoint_bytes: 0,
+            recv_queue: VecDeque::new(),
+            consumed: resume_after,
+            resume_after,
+            next_request: 1,
+            pending: BTreeMap::new(),
+            completions: Vec::new(),
+            paused: false,
+            staged: BTreeMap::new(),
+            outbox: Vec::new(),
+            sent_upto: BTreeMap::new(),
+            queue_lengths: BTreeMap::new(),
+            seeds: BTreeSet::new(),
+            next_join_ms: now_ms,
+            pre_vote: None,
+            proposed_ops: BTreeMap::new(),
+            leaving: false,
+            removed: false,
+            failed: None,
+            info,
+        };
+        member.next_request = first_request(&mut member.rng);
+        member.reset_election_timer();
+        member
+    }
+
+    pub fn id(&self) -> MemberId {
+        self.info.id
+    }
+
+    /// Seeds the election-timer jitter (the simulator derives it from its seed).
+    pub fn set_rng_seed(&mut self, seed: u64) {
+        self.rng = Rng::new(seed);
+        self.next_request = first_request(&mut self.rng);
+        self.reset_election_timer();
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Gives the cache back (the simulator uses it to model a crash).
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    pub fn status(&self) -> Status {
+        Status {
+            id: self.info.id,
+            primary: self.is_primary(),
+            leader: self.leader,
+            term: self.raft.term(),
+            view: self.applied.view.clone(),
+            last_seqno: self.applied.seqno,
+            recv_queue: self.recv_queue.len(),
+            senders_paused: self.paused,
+            left: self.has_left(),
+            failed: self.failed.clone(),
+        }
+    }
+
+    /// Receive-queue length of every member as last heard (this member's is current).
+    pub fn queue_lengths(&self) -> Vec<(MemberId, usize)> {
+        let mut table = self.queue_lengths.clone();
+        table.insert(self.info.id, self.own_queue_len());
+        table.into_iter().map(|(id, n)| (id, n as usize)).collect()
+    }
+
+    /// Flow control: `submit` refuses with `SubmitError::Paused` until `resume_senders`.
+    pub fn pause_senders(&mut self) {
+        self.paused = true;
+    }
+
+    pub fn resume_senders(&mut self) {
+        self.paused = false;
+    }
+
+    /// Ordered events with seqnos in `from..=to` still held by the cache (serving a
+    /// catching-up member, Galera's IST donor side), replayed from the purge boundary so
+    /// seqnos and bytes are those delivered. `Err(oldest)` if `from` was purged.
+    pub fn cached_range(&self, from: Seqno, to: Seqno) -> Result<Vec<Delivered>, Seqno> {
+        let mut state = self.store.boundary().clone();
+        if from <= state.seqno {
+            return Err(state.seqno + 1);
+        }
+        let mut out = Vec::new();
+        for index in state.position.index + 1..=self.applied.position.index {
+            let Some(entry) = self.store.entry(index) else { break };
+            if let Some(d) = state.apply(&entry) {
+                if d.seqno > to {
+                    break;
+                }
+                if d.seqno >= from {
+                    out.push(d);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Earliest time at which `tick` has work to do.
+    pub fn next_deadline_ms(&self) -> u64 {
+        let mut deadline = self.election_deadline_ms.min(self.next_join_ms);
+        if let Some(&d) = self.pending.values().min() {
+            deadline = deadline.min(d);
+        }
+        deadline.max(self.now_ms)
+    }
+
+    // ---- inputs -------------------------------------------------------------------
+
+    pub fn tick(&mut self, now_ms: u64) {
+        if self.failed.is_some() {
+            return;
+        }
+        self.now_ms = self.now_ms.max(now_ms);
+        if self.now_ms >= self.election_deadline_ms {
+            if self.raft.role() == Role::Leader {
+                self.raft.handle_election_timeout();
+            } else if self.raft.is_voter(self.info.id) {
+                self.start_pre_vote();
+            }
+            self.reset_election_timer();
+        }
+        let now = self.now_ms;
+        let expired: Vec<u64> =
+            self.pending.iter().filter(|&(_, &deadline)| deadline <= now).map(|(&r, _)| r).collect();
+        for request in expired {
+            self.pending.remove(&request);
+            self.completions.push((request, Err(SubmitError::Unknown)));
+        }
+        if self.raft.role() == Role::Leader {
+            self.lead_membership();
+        }
+        if now >= self.next_join_ms {
+            self.next_join_ms = now + self.config.join_retry_ms;
+            self.ask_membership();
+        }
+    }
+
+    pub fn receive(&mut self, message: Message) {
+        if self.failed.is_some() || message.from == self.info.id {
+            return;
+        }
+        let from = message.from;
+        if self.is_known(from) {
+            // Only members we know of take room in these tables.
+            self.last_heard_ms.insert(from, self.now_ms);
+            self.queue_lengths.insert(from, message.recv_queue);
+        }
+        match message.body {
+            Body::Raft { message: raft, payloads } => {
+                self.receive_raft(from, raft, payloads, message.leader_primary);
+                if self.leader == Some(from) {
+                    for (id, len) in message.queue_table {
+                        if id != self.info.id && id != from && self.is_known(id) {
+                            self.queue_lengths.insert(id, len);
+                        }
+                    }
+                }
+            }
+            Body::Forward { request, data } => {
+                let op = Op::Writeset { origin: from, request, data };
+                if !(self.is_primary() && self.raft.role() == Role::Leader && self.propose(&op)) {
+                    self.send(from, Body::ForwardRefused { request });
+                }
+            }
+            Body::ForwardRefused { request } => {
+                if self.pending.remove(&request).is_some() {
+                    self.completions.push((request, Err(SubmitError::Retry)));
+                }
+            }
+            Body::Join(info) => {
+                let known = self.applied.directory.get(&info.id);
+                let wanted = known.is_some_and(|e| e.wants_in && e.info == info);
+                if info.id == from && !wanted && self.may_propose_for(from) {
+                    self.propose(&Op::Join(info));
+                }
+            }
+            Body::Leave => {
+                let in_directory = self.applied.directory.get(&from).is_some_and(|e| e.wants_in);
+                if in_directory && self.may_propose_for(from) {
+                    self.propose(&Op::Leave(from));
+                } else if self.raft.role() == Role::Leader && !will_be_voter(&self.applied.membership, from) {
+                    self.send(from, Body::Removed);
+                }
+            }
+            Body::Removed => self.removed = self.leaving,
+            Body::Snapshot(state) => self.install_snapshot(from, state),
+            Body::PreVote { term, last } => {
+                let granted = term > self.raft.term()
+                    && !self.leader_alive(from)
+                    && self.raft.is_voter(from)
+                    && last >= self.raft.last_position();
+                self.send(from, Body::PreVoteReply { term, granted });
+            }
+            Body::PreVoteReply { term, granted } => {
+                if let Some((asked, votes)) = self.pre_vote.as_mut() {
+                    if granted && *asked == term && term == self.raft.term() + 1 {
+                        votes.insert(from);
+                        self.campaign_if_elected();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Queues a writeset for ordering; its seqno arrives in `take_completions` and the
+    /// writeset itself in the delivery stream.
+    pub fn submit(&mut self, data: Vec<u8>) -> Result<u64, SubmitError> {
+        if !self.is_primary() {
+            return Err(SubmitError::NotPrimary);
+        }
+        if self.paused {
+            return Err(SubmitError::Paused);
+        }
+        if data.len() > self.config.max_writeset_bytes as usize {
+            return Err(SubmitError::TooLarge);
+        }
+        if self.pending.len() >= self.config.max_pending_submits {
+            return Err(SubmitError::QueueFull);
+        }
+        let request = self.next_request;
+        let op = Op::Writeset { origin: self.info.id, request, data };
+        if self.raft.role() == Role::Leader {
+            if !self.propose(&op) {
+                return Err(SubmitError::NotPrimary);
+            }
+        } else {
+            let Some(leader) = self.leader else {
+                return Err(SubmitError::NotPrimary);
+            };
+            let Op::Writeset { data, .. } = op else { unreachable!("built above") };
+            self.send(leader, Body::Forward { request, data });
+        }
+        self.next_request += 1;
+        self.pending.insert(request, self.now_ms + self.config.submit_timeout_ms);
+        Ok(request)
+    }
+
+    /// Graceful leave: the quorum shrinks by this member once the change commits.
+    pub fn leave(&mut self) {
+        self.leaving = true;
+        self.next_join_ms = self.now_ms;
+    }
+
+    // ---- outputs ------------------------------------------------------------------
+
+    pub fn take_outbox(&mut self) -> Vec<(MemberId, Message)> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    pub fn pop_delivered(&mut self) -> Option<Delivered> {
+        let d = self.recv_queue.pop_front();
+        if let Some(d) = &d {
+            self.consumed = d.seqno;
+        }
+        if d.is_some() && self.recv_queue.len() + 1 >= self.config.recv_queue_limit {
+            // Room again: apply what waited for it on the next flush.
+            self.apply_committed();
+        }
+        d
+    }
+
+    /// Outcome of submissions: the seqno, or why there is none.
+    pub fn take_completions(&mut self) -> Vec<(u64, Result<Seqno, SubmitError>)> {
+        std::mem::take(&mut self.completions)
+    }
+
+    /// Performs pending Raft actions, sends and applies; call after a batch of inputs.
+    pub fn flush(&mut self) {
+        if let Err(e) = self.flush_io() {
+            log::error!("{}: cache failure, member stops: {e}", self.info.id);
+            self.failed = Some(e.to_string());
+            self.outbox.clear();
+        }
+    }
+
+    // ---- internals ----------------------------------------------------------------
+
+    fn flush_io(&mut self) -> io::Result<()> {
+        if self.failed.is_some() {
+            return Ok(());
+        }
+        // Applying can propose (membership), which yields more actions: bounded rounds.
+        for _ in 0..4 {
+            let actions = self.raft.drain();
+            if actions.is_empty() {
+                break;
+            }
+            let mut sends = Vec::new();
+            for action in actions {
+                match action {
+                    Action::ResetElectionTimer => self.reset_election_timer(),
+                    Action::SaveHardState(h) => self.store.save_hard_state(h)?,
+                    Action::Append { after, entries } => {
+                        let entries = self.with_payloads(entries)?;
+                        self.store.append(after, entries)?;
+                    }
+                    Action::Send { to, message } => sends.push((to, message)),
+                    Action::NeedsSnapshot(peer) => {
+                        let state = self.store.boundary().clone();
+                        self.send(peer, Body::Snapshot(state));
+                    }
+                }
+            }
+            self.staged.clear();
+            // Raft safety: what a message may expose must be durable first.
+            self.store.sync()?;
+            for (to, message) in sends {
+                match to {
+                    Some(peer) => self.send_raft(peer, message),
+                    None => {
+                        for peer in self.raft.peers() {
+                            self.send_raft(peer, message.clone());
+                        }
+                    }
+                }
+            }
+            if self.raft.role() == Role::Leader && self.leader != Some(self.info.id) {
+                self.leader = Some(self.info.id);
+                self.leader_since_ms = self.now_ms;
+            }
+            self.apply_committed();
+            self.purge_cache()?;
+        }
+        Ok(())
+    }
+
+    fn with_payloads(&mut self, entries: Vec<(Position, EntryKind)>) -> io::Result<Vec<Entry>> {
+        entries
+            .into_iter()
+            .map(|(position, kind)| {
+                let payload = match kind {
+                    EntryKind::LeaderChange => Payload::LeaderChange,
+                    EntryKind::Membership(m) => Payload::Membership(m),
+                    EntryKind::Command => {
+                        let staged = self.staged.remove(&(position.index, position.term));
+                        let bytes = staged.or_else(|| {
+                            // Re-sent entries already held with the same term.
+                            self.store.entry(position.index).filter(|e| e.position == position).and_then(|e| {
+                                match e.payload {
+                                    Payload::Command(b) => Some(b),
+                                    _ => None,
+                                }
+                            })
+                        });
+                        Payload::Command(
+                            bytes.ok_or_else(|| io::Error::other(format!("no payload for entry {position:?}")))?,
+                        )
+                    }
+                };
+                Ok(Entry { position, payload })
+            })
+            .collect()
+    }
+
+    fn receive_raft(
+        &mut self,
+        from: MemberId,
+        raft: crate::raft::RaftMessage,
+        payloads: Vec<Vec<u8>>,
+        leader_primary: bool,
+    ) {
+        if raft.is_vote_request() && (self.leader_alive(from) || !self.raft.is_voter(from)) {
+            // A member still hearing a live leader ignores campaigns (Raft §4.2.3).
+            return;
+        }
+        let commands: Vec<Position> =
+            raft.entries().into_iter().filter(|(_, k)| *k == EntryKind::Command).map(|(p, _)| p).collect();
+        if commands.len() != payloads.len() {
+            log::warn!("{}: dropping message from {from}: payload count mismatch", self.info.id);
+            return;
+        }
+        for (p, bytes) in commands.into_iter().zip(payloads) {
+            self.staged.insert((p.index, p.term), bytes);
+        }
+        let term = raft.term();
+        let is_append = raft.is_append_call();
+        if let Err(e) = self.raft.handle_message(&raft) {
+            log::error!("{}: raft refused its own state: {e}", self.info.id);
+            self.failed = Some(e);
+            return;
+        }
+        if is_append && term == self.raft.term() {
+            self.leader = Some(from);
+            self.leader_heard_ms = self.now_ms;
+            self.leader_primary = leader_primary;
+        }
+    }
+
+    fn is_known(&self, id: MemberId) -> bool {
+        self.applied.directory.contains_key(&id) || self.seeds.contains(&id) || self.raft.is_voter(id)
+    }
+
+    fn leader_alive(&self, other_than: MemberId) -> bool {
+        self.leader.is_some_and(|l| l != other_than && l != self.info.id)
+            && self.now_ms < self.leader_heard_ms + self.config.election_timeout_min_ms
+    }
+
+    /// Pre-vote (Raft §9.6): only a member a quorum would elect raises its term, so one
+    /// cut off in a minority does not depose the leader when it returns.
+    fn start_pre_vote(&mut self) {
+        let term = self.raft.term() + 1;
+        self.pre_vote = Some((term, [self.info.id].into()));
+        self.leader = None;
+        let last = self.raft.last_position();
+        for peer in self.raft.peers() {
+            self.send(peer, Body::PreVote { term, last });
+        }
+        self.campaign_if_elected();
+    }
+
+    fn campaign_if_elected(&mut self) {
+        let Some((_, votes)) = &self.pre_vote else { return };
+        if self.raft.latest_membership().has_quorum(votes) {
+            self.pre_vote = None;
+            self.raft.handle_election_timeout();
+        }
+    }
+
+    fn send_raft(&mut self, to: MemberId, mut message: crate::raft::RaftMessage) {
+        let term = self.raft.term();
+        let commit = message.commit_index().unwrap_or(0);
+        if let (Some(sent), Some((first, _))) = (self.sent_upto.get(&to), message.entries().first()) {
+            // In flight recently: skip it; after a pause, assume loss and send again.
+            let recent = self.now_ms < sent.at_ms + 2 * self.config.heartbeat_interval_ms;
+            if sent.term == term && recent && sent.upto >= first.index {
+                let last = message.entries().last().map_or(0, |(p, _)| p.index);
+                if last <= sent.upto && commit == sent.commit {
+                    // Nothing new for it: sending would only start a reply ping-pong.
+                    return;
+                }
+                message.strip_entries_prefix((sent.upto.min(last) + 1 - first.index) as usize);
+            }
+        }
+        let mut payloads = Vec::new();
+        let mut bytes = 0usize;
+        let entries = message.entries();
+        for (count, (position, kind)) in entries.iter().enumerate() {
+            if *kind != EntryKind::Command {
+                continue;
+            }
+            let Some(Entry { payload: Payload::Command(data), .. }) = self.store.entry(position.index) else {
+                log::warn!("{}: entry {position:?} not retained", self.info.id);
+                message.truncate_entries(count);
+                break;
+            };
+            if bytes > 0 && bytes + data.len() > self.config.max_batch_bytes {
+                message.truncate_entries(count);
+                break;
+            }
+            bytes += data.len();
+            payloads.push(data);
+        }
+        let upto = message.entries().last().map(|(p, _)| p.index);
+        let sent = self.sent_upto.entry(to).or_default();
+        if let Some(upto) = upto {
+            *sent = Sent { term, upto, at_ms: self.now_ms, commit };
+        }
+        sent.commit = commit;
+        self.send(to, Body::Raft { message, payloads });
+    }
+
+    fn send(&mut self, to: MemberId, body: Body) {
+        let is_leader = self.raft.role() == Role::Leader;
+        let queue_table = if is_leader {
+            self.queue_lengths().into_iter().map(|(id, n)| (id, n as u32)).collect()
+        } else {
+            Vec::new()
+        };
+        let message = Message {
+            from: self.info.id,
+            recv_queue: self.own_queue_len(),
+            leader_primary: is_leader && self.is_primary(),
+            queue_table,
+            body,
+        };
+        self.outbox.push((to, message));
+    }
+
+    fn own_queue_len(&self) -> u32 {
+        u32::try_from(self.recv_queue.len()).unwrap_or(u32::MAX)
+    }
+
+    fn propose(&mut self, op: &Op) -> bool {
+        match self.raft.propose_command() {
+            Some(position) => {
+                self.staged.insert((position.index, position.term), op.encode());
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn apply_committed(&mut self) {
+        let limit = self.raft.commit_index().min(self.store.last_index());
+        while self.applied.position.index < limit && self.recv_queue.len() < self.config.recv_queue_limit {
+            let Some(entry) = self.store.entry(self.applied.position.index + 1) else {
+                break;
+            };
+            let size = entry.size_bytes();
+            if let Some(delivered) = self.applied.apply(&entry) {
+                self.deliver(delivered);
+            }
+            self.checkpoint_bytes += size;
+            if self.checkpoint_bytes >= self.config.gcache_bytes / 8 {
+                self.checkpoint_bytes = 0;
+                self.checkpoints.push_back(self.applied.clone());
+            }
+        }
+    }
+
+    fn deliver(&mut self, delivered: Delivered) {
+        if let DeliveredKind::Writeset { origin, request } = delivered.kind {
+            if origin == self.info.id && self.pending.remove(&request).is_some() {
+                self.completions.push((request, Ok(delivered.seqno)));
+            }
+        }
+        if delivered.seqno > self.resume_after {
+            self.recv_queue.push_back(delivered);
+        }
+    }
+
+    /// Galera's gcache: drop the oldest applied entries beyond `gcache_bytes`.
+    fn purge_cache(&mut self) -> io::Result<()> {
+        while self.store.retained_bytes() > self.config.gcache_bytes {
+            let Some(boundary) = self.checkpoints.pop_front() else {
+                break;
+            };
+            if boundary.position.index < self.store.first_index() {
+                continue;
+            }
+            if boundary.seqno > self.consumed {
+                // The application has not taken these yet: a crash now would need them.
+                self.checkpoints.push_front(boundary);
+                break;
+            }
+            if self.raft.compact(boundary.position, &boundary.membership) {
+                self.store.purge(boundary)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn install_snapshot(&mut self, from: MemberId, state: AppliedState) {
+        if self.leader != Some(from) || state.position.index <= self.applied.position.index {
+            return;
+        }
+        if !self.raft.compact(state.position, &state.membership) {
+            log::warn!("{}: snapshot from {from} refused", self.info.id);
+            return;
+        }
+        // Like Raft's log, the cache keeps its suffix only if it continues the snapshot;
+        // otherwise that suffix is a stale term's and must not survive a restart.
+        let continues = self.store.entry(state.position.index).is_some_and(|e| e.position == state.position);
+        let stale_suffix = !continues && self.store.last_index() > state.position.index;
+        let result = if stale_suffix { self.store.append(state.position.index, Vec::new()) } else { Ok(()) };
+        if let Err(e) = result.and_then(|_| self.store.purge(state.clone())) {
+            self.failed = Some(e.to_string());
+            return;
+        }
+        log::warn!("{}: seqnos up to {} are not retained by {from}: state transfer needed", self.info.id, state.seqno);
+        let seqno = state.seqno;
+        self.applied = state;
+        self.checkpoints.clear();
+        self.recv_queue.push_back(Delivered { seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() });
+    }
+
+    fn is_primary(&self) -> bool {
+        if self.failed.is_some() || !self.applied.view.contains(self.info.id) {
+            return false;
+        }
+        let now = self.now_ms;
+        let fresh = |t: u64| now <= t + self.config.suspect_timeout_ms;
+        if self.raft.role() == Role::Leader {
+            let mut contact: BTreeSet<MemberId> =
+                self.last_heard_ms.iter().filter(|&(_, &t)| fresh(t)).map(|(&id, _)| id).collect();
+            contact.insert(self.info.id);
+            self.raft.latest_membership().has_quorum(&contact)
+        } else {
+            self.leader.is_some() && self.leader_primary && fresh(self.leader_heard_ms)
+        }
+    }
+
+    fn has_left(&self) -> bool {
+        let me = self.info.id;
+        let alone = self.applied.view.members.len() == 1 && self.raft.latest_membership().voters.len() == 1;
+        self.leaving && (self.removed || !will_be_voter(&self.applied.membership, me) || alone)
+    }
+
+    fn reset_election_timer(&mut self) {
+        let wait = if self.raft.role() == Role::Leader {
+            self.config.heartbeat_interval_ms
+        } else {
+            self.rng.range(self.config.election_timeout_min_ms, self.config.election_timeout_max_ms)
+        };
+        self.election_deadline_ms = self.now_ms + wait;
+    }
+
+    fn may_propose_for(&mut self, id: MemberId) -> bool {
+        if self.raft.role() != Role::Leader {
+            return false;
+        }
+        let retry_ms = self.config.join_retry_ms * 3;
+        if self.proposed_ops.get(&id).is_some_and(|&t| self.now_ms < t + retry_ms) {
+            return false;
+        }
+        self.proposed_ops.insert(id, self.now_ms);
+        true
+    }
+
+    /// Join and leave requests, repeated until they take effect.
+    fn ask_membership(&mut self) {
+        let me = self.info.id;
+        let body = if self.leaving {
+            if self.has_left() {
+                return;
+            }
+            Body::Leave
+        } else if self.is_primary() {
+            return;
+        } else {
+            Body::Join(self.info.clone())
+        };
+        let targets: BTreeSet<MemberId> =
+            self.applied.directory.keys().chain(self.seeds.iter()).copied().filter(|&id| id != me).collect();
+        for to in targets {
+            self.send(to, body.clone());
+        }
+        if self.raft.role() == Role::Leader {
+            self.lead_own_membership();
+        }
+    }
+
+    /// The leader's own join (bootstrap) and leave go straight into the log.
+    fn lead_own_membership(&mut self) {
+        let me = self.info.id;
+        let wants_in = self.applied.directory.get(&me).is_some_and(|e| e.wants_in);
+        if self.leaving && wants_in && self.may_propose_for(me) {
+            self.propose(&Op::Leave(me));
+        } else if !self.leaving
+            && self.applied.directory.get(&me).map(|e| (&e.info, e.wants_in)) != Some((&self.info, true))
+            && self.may_propose_for(me)
+        {
+            let op = Op::Join(self.info.clone());
+            self.propose(&op);
+        }
+    }
+
+    /// Leader: one membership change at a time toward the directory's wishes, and
+    /// removal of members silent for `inactive_timeout_ms`.
+    fn lead_membership(&mut self) {
+        self.lead_own_membership();
+        let latest = self.raft.latest_membership();
+        if latest.is_joint() || latest != self.applied.membership {
+            return;
+        }
+        let now = self.now_ms;
+        let inactive: Vec<MemberId> = latest
+            .voters
+            .iter()
+            .copied()
+            .filter(|&v| v != self.info.id)
+            .filter(|v| {
+                let heard = self.last_heard_ms.get(v).copied().unwrap_or(0);
+                now > heard.max(self.leader_since_ms) + self.config.inactive_timeout_ms
+            })
+            .filter(|v| self.applied.directory.get(v).is_some_and(|e| e.wants_in))
+            .collect();
+        for v in inactive {
+            if self.may_propose_for(v) {
+                log::info!("{}: evicting {v}, silent past inactive_timeout", self.info.id);
+                self.propose(&Op::Leave(v));
+            }
+        }
+        if let Some(change) = next_change(&latest, &self.applied) {
+            let (add, remove) = match change {
+                Change::Add(id) => (vec![id], vec![]),
+                Change::Remove(id) => (vec![], vec![id]),
+            };
+            self.raft.propose_membership_change(&add, &remove);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Sent {
+    term: u64,
+    upto: u64,
+    at_ms: u64,
+    commit: u64,
+}
+
+enum Change {
+    Add(MemberId),
+    Remove(MemberId),
+}
+
+/// Removals first (they never need the departing member), never the last voter.
+fn next_change(latest: &Membership, applied: &AppliedState) -> Option<Change> {
+    let unwanted = latest.voters.iter().find(|v| applied.directory.get(v).is_some_and(|e| !e.wants_in));
+    if let Some(&v) = unwanted {
+        if latest.voters.len() > 1 {
+            return Some(Change::Remove(v));
+        }
+    }
+    applied.directory.iter().find(|(id, e)| e.wants_in && !latest.voters.contains(id)).map(|(&id, _)| Change::Add(id))
+}
+
+/// Request numbers start at a random 32-bit incarnation prefix, so a restarted member
+/// never mistakes a writeset of its previous life, ordered late, for a new request.
+fn first_request(rng: &mut Rng) -> u64 {
+    ((rng.next_u64() & 0xffff_ffff) << 32) | 1
+}
+
+/// Whether `id` votes in `m` once any change in progress completes.
+fn will_be_voter(m: &Membership, id: MemberId) -> bool {
+    if m.is_joint() {
+        m.new_voters.contains(&id)
+    } else {
+        m.voters.contains(&id)
+    }
+}
+
+/// Raft infers an entry's term from the last leader-change entry before it; a cache whose
+/// entries disagree was not written by Raft appends and must not be trusted.
+fn terms_are_consistent(boundary: Position, entries: &[Entry]) -> bool {
+    let mut term = boundary.term;
+    let mut index = boundary.index;
+    entries.iter().all(|e| {
+        if e.payload == Payload::LeaderChange {
+            term = e.position.term;
+        }
+        index += 1;
+        e.position.term == term && e.position.index == index
+    })
+}
+
+fn kind_of(payload: &Payload) -> EntryKind {
+    match payload {
+        Payload::LeaderChange => EntryKind::LeaderChange,
+        Payload::Membership(m) => EntryKind::Membership(m.clone()),
+        Payload::Command(_) => EntryKind::Command,
+    }
+}

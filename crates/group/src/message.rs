@@ -1,0 +1,143 @@
+//! Messages between members: one envelope (sender, its receive-queue length, the leader's
+//! primary flag and queue table) around a body. Encoded as a `record::RecordKind::Message`.
+
+use crate::codec::{DecodeError, Reader, Writer};
+use crate::raft::{Position, RaftMessage};
+use crate::state::AppliedState;
+use crate::types::{MemberId, MemberInfo};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub from: MemberId,
+    /// Sender's deliveries not yet taken by its application (flow control input).
+    pub recv_queue: u32,
+    /// Set by a leader in contact with a quorum: receivers are then primary.
+    pub leader_primary: bool,
+    /// From a leader: every member's receive-queue length as it last heard.
+    pub queue_table: Vec<(MemberId, u32)>,
+    pub body: Body,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// A Raft message; `payloads` are those of its command entries, in order.
+    Raft {
+        message: RaftMessage,
+        payloads: Vec<Vec<u8>>,
+    },
+    /// A writeset for the leader to order on behalf of the sender.
+    Forward {
+        request: u64,
+        data: Vec<u8>,
+    },
+    /// The receiver is not a primary leader: the request was not ordered.
+    ForwardRefused {
+        request: u64,
+    },
+    /// Please add me to the primary component.
+    Join(MemberInfo),
+    /// Please remove me from the primary component.
+    Leave,
+    /// Answer to `Leave`: the removal is committed, the sender may stop.
+    Removed,
+    /// Would you vote for me in `term`, given my log ends at `last`? (Raft §9.6 pre-vote)
+    PreVote {
+        term: u64,
+        last: Position,
+    },
+    PreVoteReply {
+        term: u64,
+        granted: bool,
+    },
+    /// The sender no longer retains what the receiver needs: continue from this state.
+    Snapshot(AppliedState),
+}
+
+const BODY_RAFT: u8 = 1;
+const BODY_FORWARD: u8 = 2;
+const BODY_FORWARD_REFUSED: u8 = 3;
+const BODY_JOIN: u8 = 4;
+const BODY_LEAVE: u8 = 5;
+const BODY_SNAPSHOT: u8 = 6;
+const BODY_REMOVED: u8 = 7;
+const BODY_PRE_VOTE: u8 = 8;
+const BODY_PRE_VOTE_REPLY: u8 = 9;
+
+impl Message {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u64(self.from.0).u32(self.recv_queue).bool(self.leader_primary).len(self.queue_table.len());
+        for (id, len) in &self.queue_table {
+            w.u64(id.0).u32(*len);
+        }
+        match &self.body {
+            Body::Raft { message, payloads } => {
+                w.u8(BODY_RAFT);
+                message.encode(&mut w);
+                w.len(payloads.len());
+                for p in payloads {
+                    w.bytes(p);
+                }
+            }
+            Body::Forward { request, data } => {
+                w.u8(BODY_FORWARD).u64(*request).bytes(data);
+            }
+            Body::ForwardRefused { request } => {
+                w.u8(BODY_FORWARD_REFUSED).u64(*request);
+            }
+            Body::Join(info) => {
+                w.u8(BODY_JOIN);
+                info.encode(&mut w);
+            }
+            Body::Leave => {
+                w.u8(BODY_LEAVE);
+            }
+            Body::Removed => {
+                w.u8(BODY_REMOVED);
+            }
+            Body::PreVote { term, last } => {
+                w.u8(BODY_PRE_VOTE).u64(*term);
+                last.encode(&mut w);
+            }
+            Body::PreVoteReply { term, granted } => {
+                w.u8(BODY_PRE_VOTE_REPLY).u64(*term).bool(*granted);
+            }
+            Body::Snapshot(state) => {
+                w.u8(BODY_SNAPSHOT);
+                state.encode(&mut w);
+            }
+        }
+        w.bytes
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let from = MemberId(r.u64()?);
+        let recv_queue = r.u32()?;
+        let leader_primary = r.bool()?;
+        let n = r.len(12)?;
+        let queue_table = (0..n).map(|_| Ok((MemberId(r.u64()?), r.u32()?))).collect::<Result<_, DecodeError>>()?;
+        let body = match r.u8()? {
+            BODY_RAFT => {
+                let message = RaftMessage::decode(&mut r)?;
+                if message.from() != from {
+                    return Err(DecodeError("raft sender differs from envelope"));
+                }
+                let n = r.len(4)?;
+                let payloads = (0..n).map(|_| r.bytes()).collect::<Result<_, _>>()?;
+                Body::Raft { message, payloads }
+            }
+            BODY_FORWARD => Body::Forward { request: r.u64()?, data: r.bytes()? },
+            BODY_FORWARD_REFUSED => Body::ForwardRefused { request: r.u64()? },
+            BODY_JOIN => Body::Join(MemberInfo::decode(&mut r)?),
+            BODY_LEAVE => Body::Leave,
+            BODY_REMOVED => Body::Removed,
+            BODY_PRE_VOTE => Body::PreVote { term: r.u64()?, last: Position::decode(&mut r)? },
+            BODY_PRE_VOTE_REPLY => Body::PreVoteReply { term: r.u64()?, granted: r.bool()? },
+            BODY_SNAPSHOT => Body::Snapshot(AppliedState::decode(&mut r)?),
+            _ => return Err(DecodeError("unknown message body")),
+        };
+        r.finish()?;
+        Ok(Self { from, recv_queue, leader_primary, queue_table, body })
+    }
+}

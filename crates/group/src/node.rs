@@ -1,0 +1,285 @@
+//! A running member: the `Member` state machine driven by one thread, with the TCP
+//! transport and the on-disk cache at its edges. This is what the provider uses.
+
+use crate::cache::FileStore;
+use crate::config::GroupConfig;
+use crate::member::{Member, Status};
+use crate::message::{Body, Message};
+use crate::transport::Transport;
+use crate::types::{Delivered, MemberId, MemberInfo, Seqno, SubmitError};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// Events waiting for the driver; a full queue blocks the readers (TCP back-pressure).
+const EVENT_QUEUE: usize = 8192;
+/// Deliveries handed to the application ahead of it consuming them.
+const DELIVERY_QUEUE: usize = 1024;
+/// Inputs taken per round before the driver flushes (group commit of the cache).
+const EVENTS_PER_ROUND: usize = 1024;
+
+/// How to start a node.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub group: GroupConfig,
+    /// `info.address` is where the transport listens.
+    pub info: MemberInfo,
+    /// The cache directory (`gcache.dir`).
+    pub data_dir: PathBuf,
+    /// Sync the cache before acknowledging (off only for benchmarks and tests).
+    pub fsync: bool,
+    /// Start a new cluster (`--wsrep-new-cluster`) instead of joining `peers`.
+    pub bootstrap: bool,
+    /// Known members and their transport addresses (`wsrep_cluster_address`).
+    pub peers: Vec<(MemberId, String)>,
+    /// On restart: the last seqno the application applied durably; the cache re-delivers
+    /// from the one after (or a `StateGap` if it no longer holds it).
+    pub resume_after: Seqno,
+}
+
+enum Event {
+    Incoming(Message),
+    Submit(Vec<u8>, Sender<Result<Seqno, SubmitError>>),
+    Leave,
+    ReadCache(Seqno, Seqno, Sender<Result<Vec<Delivered>, Seqno>>),
+    Pause,
+    Resume,
+    Stop,
+}
+
+struct Shared {
+    status: Status,
+    queue_lengths: Vec<(MemberId, usize)>,
+}
+
+/// Handle to a running node.
+pub struct GroupNode {
+    events: SyncSender<Event>,
+    /// One consumer at a time (the provider's applier); the mutex makes the handle `Sync`.
+    deliveries: Mutex<Receiver<Delivered>>,
+    shared: Arc<Mutex<Shared>>,
+    driver: Option<JoinHandle<()>>,
+    transport: Arc<Transport>,
+}
+
+impl GroupNode {
+    pub fn start(config: NodeConfig) -> io::Result<Self> {
+        let segment_bytes = (config.group.gcache_bytes / 8).max(1 << 20);
+        let store = FileStore::open(&config.data_dir, config.fsync, segment_bytes)?;
+        let now = 0;
+        let seeds: Vec<MemberId> = config.peers.iter().map(|(id, _)| *id).collect();
+        let fresh = crate::cache::LogStore::last_index(&store) == 0;
+        let mut member = if !fresh {
+            Member::restart(config.info.clone(), config.group.clone(), store, &seeds, now, config.resume_after)
+        } else if config.bootstrap {
+            Member::bootstrap(config.info.clone(), config.group.clone(), store, now)
+        } else {
+            Member::join(config.info.clone(), config.group.clone(), store, &seeds, now)
+        };
+        let jitter = Instant::now().elapsed().as_nanos() as u64;
+        member.set_rng_seed(std::process::id() as u64 ^ jitter ^ config.info.id.0 << 40);
+
+        let (events, inbox) = mpsc::sync_channel(EVENT_QUEUE);
+        let incoming = Mutex::new(events.clone());
+        let transport = Arc::new(Transport::start(
+            config.info.id,
+            &config.group.cluster_name,
+            &config.info.address,
+            config.group.max_record_bytes(),
+            move |m| {
+                let _ = incoming.lock().expect("not poisoned").send(Event::Incoming(m));
+            },
+        )?);
+        for (id, address) in &config.peers {
+            transport.set_address(*id, address);
+        }
+        let (delivered_tx, deliveries) = mpsc::sync_channel(DELIVERY_QUEUE);
+        let shared = Arc::new(Mutex::new(Shared { status: member.status(), queue_lengths: member.queue_lengths() }));
+        let driver = Driver {
+            member,
+            inbox,
+            transport: transport.clone(),
+            delivered_tx,
+            held: None,
+            shared: shared.clone(),
+            replies: BTreeMap::new(),
+            started: Instant::now(),
+        };
+        let handle = thread::Builder::new().name(format!("{}-driver", config.info.id)).spawn(move || driver.run())?;
+        Ok(Self { events, deliveries: Mutex::new(deliveries), shared, driver: Some(handle), transport })
+    }
+
+    /// Orders a writeset; blocks until it has its seqno (or cannot get one).
+    pub fn submit(&self, data: Vec<u8>) -> Result<Seqno, SubmitError> {
+        self.submit_async(data).recv().unwrap_or(Err(SubmitError::NotPrimary))
+    }
+
+    /// Orders a writeset; the seqno arrives on the returned channel.
+    pub fn submit_async(&self, data: Vec<u8>) -> Receiver<Result<Seqno, SubmitError>> {
+        let (tx, rx) = mpsc::channel();
+        let _ = self.events.send(Event::Submit(data, tx));
+        rx
+    }
+
+    /// The next event of the total order (writeset, view or state gap), waiting up to
+    /// `timeout`. Until it is taken, it counts in this member's receive queue.
+    pub fn recv_delivered(&self, timeout: Duration) -> Option<Delivered> {
+        self.deliveries.lock().expect("not poisoned").recv_timeout(timeout).ok()
+    }
+
+    pub fn status(&self) -> Status {
+        self.shared.lock().expect("not poisoned").status.clone()
+    }
+
+    /// Every member's receive-queue length (flow-control input).
+    pub fn queue_lengths(&self) -> Vec<(MemberId, usize)> {
+        self.shared.lock().expect("not poisoned").queue_lengths.clone()
+    }
+
+    /// Writesets and views with seqnos in `from..=to` from this member's cache;
+    /// `Err(oldest retained seqno)` if `from` was purged (a state transfer is needed).
+    pub fn cached_range(&self, from: Seqno, to: Seqno) -> Result<Vec<Delivered>, Seqno> {
+        let (tx, rx) = mpsc::channel();
+        let _ = self.events.send(Event::ReadCache(from, to, tx));
+        rx.recv().unwrap_or(Err(from))
+    }
+
+    pub fn pause_senders(&self) {
+        let _ = self.events.send(Event::Pause);
+    }
+
+    pub fn resume_senders(&self) {
+        let _ = self.events.send(Event::Resume);
+    }
+
+    /// Leaves the primary component gracefully; `status().left` turns true when done.
+    pub fn leave(&self) {
+        let _ = self.events.send(Event::Leave);
+    }
+
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.transport.local_addr()
+    }
+}
+
+impl Drop for GroupNode {
+    fn drop(&mut self) {
+        let _ = self.events.send(Event::Stop);
+        if let Some(handle) = self.driver.take() {
+            let _ = handle.join();
+        }
+        self.transport.shutdown();
+    }
+}
+
+struct Driver {
+    member: Member<FileStore>,
+    inbox: Receiver<Event>,
+    transport: Arc<Transport>,
+    delivered_tx: SyncSender<Delivered>,
+    /// A delivery the application had no room for yet.
+    held: Option<Delivered>,
+    shared: Arc<Mutex<Shared>>,
+    replies: BTreeMap<u64, Sender<Result<Seqno, SubmitError>>>,
+    started: Instant,
+}
+
+impl Driver {
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn run(mut self) {
+        loop {
+            let now = self.now_ms();
+            let wait = self.member.next_deadline_ms().saturating_sub(now).clamp(1, 50);
+            let first = match self.inbox.recv_timeout(Duration::from_millis(wait)) {
+                Ok(event) => Some(event),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            let now = self.now_ms();
+            self.member.tick(now);
+            let mut next = first;
+            for _ in 0..EVENTS_PER_ROUND {
+                let Some(event) = next.take() else { break };
+                if !self.handle(event) {
+                    return;
+                }
+                next = self.inbox.try_recv().ok();
+            }
+            self.member.flush();
+            for (to, message) in self.member.take_outbox() {
+                self.transport.send(to, &message);
+            }
+            for (request, result) in self.member.take_completions() {
+                if let Some(reply) = self.replies.remove(&request) {
+                    let _ = reply.send(result);
+                }
+            }
+            self.hand_over_deliveries();
+            self.publish();
+        }
+    }
+
+    fn handle(&mut self, event: Event) -> bool {
+        match event {
+            Event::Incoming(message) => {
+                if let Body::Join(info) = &message.body {
+                    self.transport.set_address(info.id, &info.address);
+                }
+                self.member.receive(message);
+            }
+            Event::Submit(data, reply) => match self.member.submit(data) {
+                Ok(request) => {
+                    self.replies.insert(request, reply);
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            Event::Leave => self.member.leave(),
+            Event::ReadCache(from, to, reply) => {
+                let _ = reply.send(self.member.cached_range(from, to));
+            }
+            Event::Pause => self.member.pause_senders(),
+            Event::Resume => self.member.resume_senders(),
+            Event::Stop => return false,
+        }
+        true
+    }
+
+    fn hand_over_deliveries(&mut self) {
+        loop {
+            let Some(d) = self.held.take().or_else(|| self.member.pop_delivered()) else {
+                return;
+            };
+            if let crate::types::DeliveredKind::View(view) = &d.kind {
+                for m in &view.members {
+                    self.transport.set_address(m.id, &m.address);
+                }
+            }
+            match self.delivered_tx.try_send(d) {
+                Ok(()) => {}
+                Err(TrySendError::Full(d)) => {
+                    self.held = Some(d);
+                    return;
+                }
+                Err(TrySendError::Disconnected(_)) => return,
+            }
+        }
+    }
+
+    fn publish(&self) {
+        let mut shared = self.shared.lock().expect("not poisoned");
+        shared.status = self.member.status();
+        shared.queue_lengths = self.member.queue_lengths();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,35 @@
+//! No gaps: each member delivers seqnos 1, 2, 3, … with none skipped or repeated, across
+//! restarts too. A declared `StateGap` (state transfer needed) is the only jump.
+
+use super::Invariant;
+use crate::types::{Delivered, DeliveredKind, MemberId, Seqno};
+use std::collections::BTreeMap;
+
+#[derive(Default)]
+pub struct NoGaps {
+    last: BTreeMap<MemberId, Seqno>,
+}
+
+impl Invariant for NoGaps {
+    fn name(&self) -> &'static str {
+        "no gaps"
+    }
+
+    fn on_deliver(&mut self, member: MemberId, d: &Delivered) -> Result<(), String> {
+        let last = self.last.entry(member).or_insert(0);
+        let ok = if d.kind == DeliveredKind::StateGap { d.seqno > *last } else { d.seqno == *last + 1 };
+        if !ok {
+            return Err(format!("{member} delivered seqno {} after {}", d.seqno, *last));
+        }
+        *last = d.seqno;
+        Ok(())
+    }
+
+    fn on_restart(&mut self, member: MemberId, resume_after: Seqno) -> Result<(), String> {
+        let last = self.last.get(&member).copied().unwrap_or(0);
+        if last != resume_after {
+            return Err(format!("{member} restarts after seqno {resume_after} but delivered up to {last}"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,34 @@
+//! Progress after heal: once faults stop, every running member is back in one primary
+//! component at the same seqno, and new writesets are acknowledged.
+
+use super::{EndState, Invariant};
+
+pub struct Progress;
+
+impl Invariant for Progress {
+    fn name(&self) -> &'static str {
+        "progress after heal"
+    }
+
+    fn at_end(&mut self, end: &EndState) -> Result<(), String> {
+        if end.probes_acked == 0 {
+            return Err("no writeset acknowledged after the heal".into());
+        }
+        let first = end.live.first().ok_or("no member running")?;
+        for s in &end.live {
+            if !s.primary {
+                return Err(format!("{} is not primary after the heal: {s:?}", s.id));
+            }
+            if s.view != first.view || s.last_seqno != first.last_seqno {
+                return Err(format!(
+                    "{} at seqno {} view {}, {} at seqno {} view {}",
+                    first.id, first.last_seqno, first.view.view_id, s.id, s.last_seqno, s.view.view_id
+                ));
+            }
+            if !first.view.contains(s.id) {
+                return Err(format!("{} runs but is not in the final view", s.id));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,574 @@
+//! Deterministic simulator: N members in one process, one seeded generator drives the
+//! network (drop, duplicate, reorder, delay, partition), crashes with loss of unsynced
+//! writes, restarts and client load. Virtual time advances in fixed steps and everything
+//! is iterated in a fixed order, so one seed always yields one trace.
+//!
+//! A run has a chaos phase (faults on) and a heal phase (faults off, everyone restarted);
+//! the checkers in [`invariants`] watch every delivery and judge the end state.
+
+pub mod invariants;
+
+use crate::cache::{LogStore, MemoryStore};
+use crate::config::GroupConfig;
+use crate::member::{Member, Status};
+use crate::message::Message;
+use crate::record::{self, RecordKind};
+use crate::rng::Rng;
+use crate::types::{MemberId, MemberInfo, Seqno};
+use invariants::{hash_bytes, EndState, Invariant};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::fmt;
+
+const STEP_MS: u64 = 10;
+/// Messages in flight per link; beyond it the network drops (as a full socket would).
+const LINK_QUEUE_LIMIT: usize = 4096;
+
+/// A message on the simulated wire: (deliver at, sequence, to, record bytes).
+type InFlight = (u64, u64, usize, Vec<u8>);
+
+/// Shape of one run, drawn from its seed.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub members: usize,
+    pub chaos_ms: u64,
+    pub heal_ms: u64,
+    pub drop_per_million: u32,
+    pub duplicate_per_million: u32,
+    pub max_delay_ms: u64,
+    /// Per step, chance to start a partition or a crash.
+    pub partition_per_million: u32,
+    pub crash_per_million: u32,
+    /// Per step, chance a client submits a writeset.
+    pub submit_per_million: u32,
+    /// Some runs use a tiny gcache so purges, catch-up by snapshot and gaps happen.
+    pub gcache_bytes: u64,
+}
+
+impl Scenario {
+    pub fn from_seed(seed: u64) -> Self {
+        let mut rng = Rng::new(seed ^ 0x5343_454e_4152_494f);
+        Self {
+            members: if rng.chance(500_000) { 3 } else { 5 },
+            chaos_ms: 30_000,
+            heal_ms: 40_000,
+            drop_per_million: rng.range(0, 100_000) as u32,
+            duplicate_per_million: rng.range(0, 50_000) as u32,
+            max_delay_ms: rng.range(1, 200),
+            partition_per_million: rng.range(1_000, 6_000) as u32,
+            crash_per_million: rng.range(500, 4_000) as u32,
+            submit_per_million: rng.range(100_000, 400_000) as u32,
+            gcache_bytes: if rng.chance(300_000) { rng.range(16 << 10, 256 << 10) } else { 128 << 20 },
+        }
+    }
+}
+
+/// A broken guarantee, with the seed that replays it.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub seed: u64,
+    pub invariant: &'static str,
+    pub at_ms: u64,
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "seed {}: invariant '{}' violated at {} ms: {}", self.seed, self.invariant, self.at_ms, self.detail)
+    }
+}
+
+/// Figures of a passed run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub seed: u64,
+    /// Hash of every delivery in order: equal for equal seeds.
+    pub history_hash: u64,
+    pub deliveries: u64,
+    pub acked: u64,
+    pub final_seqno: Seqno,
+    pub final_view_id: u64,
+    pub crashes: u64,
+    pub partitions: u64,
+    pub messages: u64,
+    /// Members that caught up by snapshot because their gap was purged everywhere.
+    pub state_gaps: u64,
+}
+
+struct Node {
+    info: MemberInfo,
+    member: Option<Member<MemoryStore>>,
+    /// The cache of a crashed member, kept for its restart.
+    crashed_store: Option<MemoryStore>,
+    restart_at_ms: u64,
+    /// What the application consumed (it survives crashes, like a database).
+    consumed: Seqno,
+    /// Request number -> hash of the submitted bytes.
+    submitted: BTreeMap<u64, u64>,
+}
+
+/// One simulated cluster.
+pub struct Sim {
+    seed: u64,
+    rng: Rng,
+    config: GroupConfig,
+    now_ms: u64,
+    nodes: Vec<Node>,
+    network: BinaryHeap<Reverse<InFlight>>,
+    in_flight: BTreeMap<(usize, usize), usize>,
+    sequence: u64,
+    /// Links cut by the current partition, as (from, to).
+    cut: BTreeSet<(usize, usize)>,
+    heal_partition_at_ms: u64,
+    faults: Option<Scenario>,
+    checkers: Vec<Box<dyn Invariant>>,
+    history_hash: u64,
+    probes_acked: usize,
+    counting_probes: bool,
+    /// Members whose application stops taking deliveries (a slow applier).
+    stalled: BTreeSet<usize>,
+    trace: bool,
+    pub stats: Outcome,
+}
+
+impl Sim {
+    /// A cluster of `members` formed by member 1 bootstrapping and the rest joining.
+    pub fn new(seed: u64, members: usize, config: GroupConfig) -> Self {
+        let ids: Vec<MemberId> = (1..=members as u64).map(MemberId).collect();
+        let nodes = ids
+            .iter()
+            .map(|&id| {
+                let info = MemberInfo {
+                    id,
+                    name: format!("node{}", id.0),
+                    address: format!("127.0.0.1:{}", 4566 + id.0),
+                    incoming_address: format!("127.0.0.1:{}", 3305 + id.0),
+                };
+                let store = MemoryStore::new();
+                let mut member = if id.0 == 1 {
+                    Member::bootstrap(info.clone(), config.clone(), store, 0)
+                } else {
+                    Member::join(info.clone(), config.clone(), store, &ids, 0)
+                };
+                member.set_rng_seed(seed.wrapping_mul(31).wrapping_add(id.0));
+                Node {
+                    info,
+                    member: Some(member),
+                    crashed_store: None,
+                    restart_at_ms: 0,
+                    consumed: 0,
+                    submitted: BTreeMap::new(),
+                }
+            })
+            .collect();
+        Self {
+            seed,
+            rng: Rng::new(seed),
+            config,
+            now_ms: 0,
+            nodes,
+            network: BinaryHeap::new(),
+            in_flight: BTreeMap::new(),
+            sequence: 0,
+            cut: BTreeSet::new(),
+            heal_partition_at_ms: 0,
+            faults: None,
+            checkers: invariants::all(),
+            history_hash: 0xcbf2_9ce4_8422_2325,
+            probes_acked: 0,
+            counting_probes: false,
+            stalled: BTreeSet::new(),
+            trace: false,
+            stats: Outcome {
+                seed,
+                history_hash: 0,
+                deliveries: 0,
+                acked: 0,
+                final_seqno: 0,
+                final_view_id: 0,
+                crashes: 0,
+                partitions: 0,
+                messages: 0,
+                state_gaps: 0,
+            },
+        }
+    }
+
+    /// Prints faults and views as they happen.
+    pub fn set_trace(&mut self, on: bool) {
+        self.trace = on;
+    }
+
+    /// Stops or restarts member `id`'s application taking deliveries.
+    pub fn stall_applier(&mut self, id: MemberId, stalled: bool) {
+        if stalled {
+            self.stalled.insert(id.0 as usize - 1);
+        } else {
+            self.stalled.remove(&(id.0 as usize - 1));
+        }
+    }
+
+    /// Receive-queue lengths as member `id` knows them.
+    pub fn queue_lengths(&self, id: MemberId) -> Vec<(MemberId, usize)> {
+        self.node(id).member.as_ref().map(|m| m.queue_lengths()).unwrap_or_default()
+    }
+
+    /// Flow control of member `id`'s local senders.
+    pub fn pause_senders(&mut self, id: MemberId, paused: bool) {
+        if let Some(m) = self.nodes[id.0 as usize - 1].member.as_mut() {
+            if paused {
+                m.pause_senders();
+            } else {
+                m.resume_senders();
+            }
+        }
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    pub fn status(&self, id: MemberId) -> Option<Status> {
+        self.node(id).member.as_ref().map(|m| m.status())
+    }
+
+    fn node(&self, id: MemberId) -> &Node {
+        &self.nodes[id.0 as usize - 1]
+    }
+
+    fn note(&self, what: impl FnOnce() -> String) {
+        if self.trace {
+            println!("[{:>6} ms] {}", self.now_ms, what());
+        }
+    }
+
+    /// Advances virtual time by `ms`.
+    pub fn run_for(&mut self, ms: u64) -> Result<(), Violation> {
+        let end = self.now_ms + ms;
+        while self.now_ms < end {
+            self.step()?;
+        }
+        Ok(())
+    }
+
+    /// Submits from member `id` if it is running; returns whether it was accepted.
+    pub fn submit(&mut self, id: MemberId, data: Vec<u8>) -> bool {
+        let i = id.0 as usize - 1;
+        let hash = hash_bytes(1, &data);
+        let Some(member) = self.nodes[i].member.as_mut() else {
+            return false;
+        };
+        match member.submit(data) {
+            Ok(request) => {
+                member.flush();
+                self.nodes[i].submitted.insert(request, hash);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Crash: the process stops and unsynced cache writes are lost.
+    pub fn crash(&mut self, id: MemberId, restart_after_ms: Option<u64>) {
+        let i = id.0 as usize - 1;
+        if let Some(member) = self.nodes[i].member.take() {
+            let mut store = member.into_store();
+            store.crash(&mut self.rng);
+            self.nodes[i].crashed_store = Some(store);
+            self.nodes[i].submitted.clear();
+            self.nodes[i].restart_at_ms = restart_after_ms.map_or(u64::MAX, |d| self.now_ms + d);
+            self.stats.crashes += 1;
+            self.note(|| format!("crash {id}"));
+        }
+    }
+
+    pub fn restart(&mut self, id: MemberId) -> Result<(), Violation> {
+        let i = id.0 as usize - 1;
+        let Some(store) = self.nodes[i].crashed_store.take() else {
+            return Ok(());
+        };
+        let consumed = self.nodes[i].consumed;
+        self.check(|c| c.on_restart(id, consumed))?;
+        let ids: Vec<MemberId> = self.nodes.iter().map(|n| n.info.id).collect();
+        let info = self.nodes[i].info.clone();
+        let mut member = Member::restart(info, self.config.clone(), store, &ids, self.now_ms, consumed);
+        member.set_rng_seed(self.rng.next_u64());
+        self.nodes[i].member = Some(member);
+        self.note(|| format!("restart {id} after seqno {consumed}"));
+        Ok(())
+    }
+
+    pub fn leave(&mut self, id: MemberId) {
+        if let Some(m) = self.nodes[id.0 as usize - 1].member.as_mut() {
+            m.leave();
+            m.flush();
+        }
+        self.note(|| format!("{id} leaves"));
+    }
+
+    /// Stops a member that has left (a graceful shutdown).
+    pub fn stop(&mut self, id: MemberId) {
+        self.nodes[id.0 as usize - 1].member = None;
+    }
+
+    /// Cuts the network into `side` and the rest.
+    pub fn partition(&mut self, side: &BTreeSet<usize>) {
+        self.cut.clear();
+        for a in 0..self.nodes.len() {
+            for b in 0..self.nodes.len() {
+                if side.contains(&a) != side.contains(&b) {
+                    self.cut.insert((a, b));
+                }
+            }
+        }
+        self.stats.partitions += 1;
+        self.note(|| format!("partition {side:?} | rest"));
+    }
+
+    pub fn heal(&mut self) {
+        if !self.cut.is_empty() {
+            self.note(|| "heal partition".to_string());
+        }
+        self.cut.clear();
+    }
+
+    fn check(&mut self, mut f: impl FnMut(&mut dyn Invariant) -> Result<(), String>) -> Result<(), Violation> {
+        for checker in self.checkers.iter_mut() {
+            if let Err(detail) = f(checker.as_mut()) {
+                return Err(Violation { seed: self.seed, invariant: checker.name(), at_ms: self.now_ms, detail });
+            }
+        }
+        Ok(())
+    }
+
+    fn step(&mut self) -> Result<(), Violation> {
+        self.now_ms += STEP_MS;
+        if let Some(s) = self.faults.clone() {
+            self.inject_faults(&s)?;
+        }
+        while let Some(Reverse((at, _, _, _))) = self.network.peek() {
+            if *at > self.now_ms {
+                break;
+            }
+            let Reverse((_, _, to, bytes)) = self.network.pop().expect("peeked");
+            self.deliver(to, &bytes)?;
+        }
+        for i in 0..self.nodes.len() {
+            if let Some(m) = self.nodes[i].member.as_mut() {
+                m.tick(self.now_ms);
+                m.flush();
+            }
+        }
+        for i in 0..self.nodes.len() {
+            self.drain(i)?;
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, to: usize, bytes: &[u8]) -> Result<(), Violation> {
+        let Some(member) = self.nodes[to].member.as_mut() else {
+            return Ok(());
+        };
+        let decoded = record::decode(bytes, self.config.max_record_bytes()).map_err(|e| e.to_string()).and_then(
+            |(kind, body, _)| match kind {
+                RecordKind::Message => Message::decode(body).map_err(|e| e.to_string()),
+                other => Err(format!("unexpected record {other:?}")),
+            },
+        );
+        match decoded {
+            Ok(message) => {
+                let from = message.from.0 as usize - 1;
+                if let Some(n) = self.in_flight.get_mut(&(from, to)) {
+                    *n = n.saturating_sub(1);
+                }
+                member.receive(message);
+                member.flush();
+                Ok(())
+            }
+            // The simulated network corrupts nothing: a failure here is a codec bug.
+            Err(detail) => {
+                Err(Violation { seed: self.seed, invariant: "wire records decode", at_ms: self.now_ms, detail })
+            }
+        }
+    }
+
+    fn drain(&mut self, i: usize) -> Result<(), Violation> {
+        let Some(member) = self.nodes[i].member.as_mut() else {
+            return Ok(());
+        };
+        let id = member.id();
+        let outbox = member.take_outbox();
+        let completions = member.take_completions();
+        let mut delivered = Vec::new();
+        while !self.stalled.contains(&i) {
+            let Some(d) = member.pop_delivered() else { break };
+            delivered.push(d);
+        }
+        for d in delivered {
+            self.nodes[i].consumed = d.seqno;
+            self.stats.deliveries += 1;
+            let h = invariants::delivered_hash(&d);
+            self.history_hash = (self.history_hash ^ h ^ id.0).wrapping_mul(0x0100_0000_01b3);
+            if d.kind == crate::types::DeliveredKind::StateGap {
+                self.stats.state_gaps += 1;
+                self.note(|| format!("{id} state gap up to seqno {}", d.seqno));
+            }
+            if let crate::types::DeliveredKind::View(v) = &d.kind {
+                self.note(|| {
+                    let ids: Vec<u64> = v.members.iter().map(|m| m.id.0).collect();
+                    format!("{id} view {} at seqno {}: {ids:?}", v.view_id, d.seqno)
+                });
+            }
+            self.check(|c| c.on_deliver(id, &d))?;
+        }
+        for (request, result) in completions {
+            let hash = self.nodes[i].submitted.remove(&request);
+            if let (Ok(seqno), Some(hash)) = (result, hash) {
+                self.stats.acked += 1;
+                if self.counting_probes {
+                    self.probes_acked += 1;
+                }
+                self.check(|c| c.on_ack(id, seqno, hash))?;
+            }
+        }
+        for (to, message) in outbox {
+            self.send(i, to.0 as usize - 1, &message);
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, from: usize, to: usize, message: &Message) {
+        if to >= self.nodes.len() || self.cut.contains(&(from, to)) {
+            return;
+        }
+        self.stats.messages += 1;
+        let bytes = record::encode(RecordKind::Message, &message.encode());
+        let (drop, duplicate, max_delay) = match &self.faults {
+            Some(s) => (s.drop_per_million, s.duplicate_per_million, s.max_delay_ms),
+            None => (0, 0, 1),
+        };
+        if self.rng.chance(drop) {
+            return;
+        }
+        let copies = if self.rng.chance(duplicate) { 2 } else { 1 };
+        for _ in 0..copies {
+            let in_flight = self.in_flight.entry((from, to)).or_insert(0);
+            if *in_flight >= LINK_QUEUE_LIMIT {
+                return;
+            }
+            *in_flight += 1;
+            let at = self.now_ms + self.rng.range(1, max_delay + 1);
+            self.sequence += 1;
+            self.network.push(Reverse((at, self.sequence, to, bytes.clone())));
+        }
+    }
+
+    fn inject_faults(&mut self, s: &Scenario) -> Result<(), Violation> {
+        let n = self.nodes.len();
+        if !self.cut.is_empty() && self.now_ms >= self.heal_partition_at_ms {
+            self.heal();
+        }
+        if self.cut.is_empty() && self.rng.chance(s.partition_per_million) {
+            let side: BTreeSet<usize> = (0..n).filter(|_| self.rng.chance(400_000)).collect();
+            if !side.is_empty() && side.len() < n {
+                self.partition(&side);
+                self.heal_partition_at_ms = self.now_ms + self.rng.range(500, 8_000);
+            }
+        }
+        let down = self.nodes.iter().filter(|n| n.member.is_none()).count();
+        if down < (n - 1) / 2 && self.rng.chance(s.crash_per_million) {
+            let victim = self.rng.range(0, n as u64) as usize;
+            if self.nodes[victim].member.is_some() {
+                // Some outages outlast inactive_timeout, so eviction and rejoin happen too.
+                let outage = self.rng.range(200, 25_000);
+                self.crash(MemberId(victim as u64 + 1), Some(outage));
+            }
+        }
+        for i in 0..n {
+            if self.nodes[i].member.is_none() && self.now_ms >= self.nodes[i].restart_at_ms {
+                self.restart(MemberId(i as u64 + 1))?;
+            }
+        }
+        if self.rng.chance(s.submit_per_million) {
+            self.submit_random();
+        }
+        Ok(())
+    }
+
+    fn submit_random(&mut self) {
+        let i = self.rng.range(0, self.nodes.len() as u64) as usize;
+        let len = self.rng.range(8, 512) as usize;
+        let mut data = format!("s{}-t{}-m{}-", self.seed, self.now_ms, i + 1).into_bytes();
+        while data.len() < len {
+            data.push(b'a' + (self.rng.next_u64() % 26) as u8);
+        }
+        self.submit(MemberId(i as u64 + 1), data);
+    }
+
+    fn end_state(&self) -> EndState {
+        EndState {
+            live: self.nodes.iter().filter_map(|n| n.member.as_ref().map(|m| m.status())).collect(),
+            probes_acked: self.probes_acked,
+            cached: self
+                .nodes
+                .iter()
+                .filter_map(|n| n.member.as_ref())
+                .map(|m| {
+                    let oldest = m.store().boundary().seqno + 1;
+                    (m.id(), m.cached_range(oldest, Seqno::MAX).unwrap_or_default())
+                })
+                .collect(),
+        }
+    }
+
+    /// Checks the end-of-run invariants on the current state.
+    pub fn finish(&mut self) -> Result<Outcome, Violation> {
+        let end = self.end_state();
+        self.check(|c| c.at_end(&end))?;
+        let mut out = self.stats.clone();
+        out.history_hash = self.history_hash;
+        if let Some(s) = end.live.first() {
+            out.final_seqno = s.last_seqno;
+            out.final_view_id = s.view.view_id;
+        }
+        Ok(out)
+    }
+}
+
+/// Runs one seed: form the cluster, chaos, heal, probe, check.
+pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
+    let scenario = Scenario::from_seed(seed);
+    let mut config = GroupConfig::new("sim");
+    config.gcache_bytes = scenario.gcache_bytes;
+    let mut sim = Sim::new(seed, scenario.members, config);
+    sim.set_trace(trace);
+    sim.note(|| format!("scenario {scenario:?}"));
+    // Formation without faults, then chaos.
+    sim.run_for(8_000)?;
+    sim.faults = Some(scenario.clone());
+    sim.run_for(scenario.chaos_ms)?;
+    sim.faults = None;
+    sim.heal();
+    for i in 0..sim.nodes.len() {
+        sim.restart(MemberId(i as u64 + 1))?;
+    }
+    // Long enough for elections, eviction of the unreachable and rejoins.
+    sim.run_for(scenario.heal_ms / 2)?;
+    sim.counting_probes = true;
+    let probe_until = sim.now_ms + scenario.heal_ms / 2;
+    let mut k = 0;
+    while sim.now_ms < probe_until {
+        if sim.now_ms.is_multiple_of(200) {
+            let id = MemberId(1 + k % sim.nodes.len() as u64);
+            k += 1;
+            sim.submit(id, format!("probe-{seed}-{k}").into_bytes());
+        }
+        sim.step()?;
+    }
+    // Let the last probes settle before judging convergence.
+    sim.run_for(3_000)?;
+    sim.finish()
+}
+
+#[cfg(test)]
+mod tests;

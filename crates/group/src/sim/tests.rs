@@ -1,0 +1,114 @@
+use super::*;
+
+fn id(n: u64) -> MemberId {
+    MemberId(n)
+}
+
+#[test]
+fn a_few_seeds_hold_every_invariant() {
+    for seed in 1..=12 {
+        let outcome = run_seed(seed, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.acked > 0, "{outcome:?}");
+    }
+}
+
+#[test]
+fn same_seed_same_history() {
+    let a = run_seed(42, false).unwrap();
+    let b = run_seed(42, false).unwrap();
+    assert_eq!(a, b);
+    let c = run_seed(43, false).unwrap();
+    assert_ne!(a.history_hash, c.history_hash);
+}
+
+fn formed(members: usize) -> Sim {
+    let mut sim = Sim::new(9, members, GroupConfig::new("sim"));
+    sim.run_for(10_000).unwrap();
+    for n in 1..=members as u64 {
+        let s = sim.status(id(n)).unwrap();
+        assert!(s.primary, "{s:?}");
+        assert_eq!(s.view.members.len(), members, "{s:?}");
+    }
+    sim
+}
+
+#[test]
+fn three_members_lose_one_by_crash_then_one_gracefully_and_stay_primary() {
+    let mut sim = formed(3);
+    sim.crash(id(3), None);
+    // Quorum 2 of 3 keeps the primary component while member 3 is suspected...
+    sim.run_for(6_000).unwrap();
+    assert!(sim.submit(id(1), b"while 3 is down".to_vec()));
+    // ...and after inactive_timeout member 3 is removed from the quorum.
+    sim.run_for(15_000).unwrap();
+    let s = sim.status(id(1)).unwrap();
+    assert_eq!(s.view.members.len(), 2, "{s:?}");
+    assert!(s.primary);
+
+    sim.leave(id(2));
+    sim.run_for(5_000).unwrap();
+    assert!(sim.status(id(2)).unwrap().left, "{:?} {:?}", sim.status(id(1)), sim.status(id(2)));
+    sim.stop(id(2));
+    sim.run_for(8_000).unwrap();
+    let s = sim.status(id(1)).unwrap();
+    assert_eq!(s.view.members.len(), 1, "{s:?}");
+    assert!(s.primary, "{s:?}");
+    assert!(sim.submit(id(1), b"alone and primary".to_vec()));
+    let before = s.last_seqno;
+    sim.run_for(1_000).unwrap();
+    assert_eq!(sim.status(id(1)).unwrap().last_seqno, before + 1);
+}
+
+#[test]
+fn a_cut_off_member_turns_non_primary_within_the_suspect_timeout() {
+    let mut sim = formed(3);
+    sim.partition(&[2].into());
+    sim.run_for(GroupConfig::new("sim").suspect_timeout_ms + 1_000).unwrap();
+    assert!(!sim.status(id(3)).unwrap().primary);
+    assert!(!sim.submit(id(3), b"refused".to_vec()));
+    assert!(sim.status(id(1)).unwrap().primary);
+    assert!(sim.status(id(2)).unwrap().primary);
+    sim.heal();
+    sim.run_for(5_000).unwrap();
+    assert!(sim.status(id(3)).unwrap().primary);
+}
+
+#[test]
+fn receive_queues_are_visible_everywhere_and_senders_pause() {
+    let mut sim = formed(3);
+    sim.stall_applier(id(2), true);
+    for k in 0..5 {
+        assert!(sim.submit(id(1), format!("ws{k}").into_bytes()));
+    }
+    sim.run_for(1_000).unwrap();
+    for observer in [id(1), id(2), id(3)] {
+        let lengths = sim.queue_lengths(observer);
+        let of_2 = lengths.iter().find(|(m, _)| *m == id(2)).map(|(_, n)| *n);
+        assert_eq!(of_2, Some(5), "as seen by {observer}: {lengths:?}");
+    }
+    sim.stall_applier(id(2), false);
+    sim.run_for(1_000).unwrap();
+    assert_eq!(sim.queue_lengths(id(3)).iter().find(|(m, _)| *m == id(2)).map(|(_, n)| *n), Some(0));
+
+    sim.pause_senders(id(3), true);
+    assert!(!sim.submit(id(3), b"paused".to_vec()));
+    sim.pause_senders(id(3), false);
+    assert!(sim.submit(id(3), b"resumed".to_vec()));
+}
+
+#[test]
+fn a_member_returning_from_a_partition_does_not_depose_the_leader() {
+    let mut sim = formed(3);
+    let before = sim.status(id(1)).unwrap();
+    let leader = before.leader.unwrap();
+    let isolated = if leader == id(3) { id(2) } else { id(3) };
+    sim.partition(&[isolated.0 as usize - 1].into());
+    sim.run_for(20_000).unwrap();
+    sim.heal();
+    sim.run_for(5_000).unwrap();
+    for n in 1..=3 {
+        let s = sim.status(id(n)).unwrap();
+        assert_eq!((s.leader, s.term), (Some(leader), before.term), "{s:?}");
+        assert!(s.primary);
+    }
+}

@@ -1,0 +1,233 @@
+//! Threads and sockets of the transport: one acceptor, one reader per inbound
+//! connection, one writer per peer with a bounded queue (full means drop: Raft resends).
+
+use super::{read_hello, read_record, Hello, TransportError, PROTOCOL_VERSION};
+use crate::message::Message;
+use crate::record::{self, RecordKind};
+use crate::types::MemberId;
+use std::collections::BTreeMap;
+use std::io::{BufWriter, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+/// Records, and bytes, waiting per peer before new ones are dropped.
+const OUTBOUND_QUEUE_RECORDS: usize = 4096;
+const OUTBOUND_QUEUE_BYTES: usize = 64 << 20;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+
+type Deliver = Arc<dyn Fn(Message) + Send + Sync>;
+
+struct Shared {
+    hello: Hello,
+    limit_bytes: u32,
+    addresses: Mutex<BTreeMap<MemberId, String>>,
+    stopping: AtomicBool,
+}
+
+pub struct Transport {
+    shared: Arc<Shared>,
+    local: SocketAddr,
+    writers: Mutex<BTreeMap<MemberId, Writer>>,
+}
+
+/// The queue to one peer's writer thread and the bytes waiting in it.
+struct Writer {
+    queue: SyncSender<Vec<u8>>,
+    queued_bytes: Arc<AtomicUsize>,
+}
+
+impl Transport {
+    /// Listens on `listen` and hands every decoded message from a peer to `deliver`.
+    pub fn start(
+        me: MemberId,
+        cluster_name: &str,
+        listen: &str,
+        limit_bytes: u32,
+        deliver: impl Fn(Message) + Send + Sync + 'static,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(listen)?;
+        let local = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            hello: Hello { protocol: PROTOCOL_VERSION, cluster_name: cluster_name.to_owned(), member: me },
+            limit_bytes,
+            addresses: Mutex::new(BTreeMap::new()),
+            stopping: AtomicBool::new(false),
+        });
+        let deliver: Deliver = Arc::new(deliver);
+        let acceptor_shared = shared.clone();
+        thread::Builder::new()
+            .name(format!("{me}-accept"))
+            .spawn(move || accept_loop(listener, acceptor_shared, deliver))?;
+        Ok(Self { shared, local, writers: Mutex::new(BTreeMap::new()) })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Where to reach `id` (learned from configuration, views and join requests).
+    pub fn set_address(&self, id: MemberId, address: &str) {
+        let mut map = self.shared.addresses.lock().expect("not poisoned");
+        if map.get(&id).map(String::as_str) != Some(address) {
+            map.insert(id, address.to_owned());
+        }
+    }
+
+    /// Queues a message; drops it if the peer's queue is full or it has no address.
+    pub fn send(&self, to: MemberId, message: &Message) {
+        let record = record::encode(RecordKind::Message, &message.encode());
+        let mut writers = self.writers.lock().expect("not poisoned");
+        let writer = writers.entry(to).or_insert_with(|| {
+            let (queue, rx) = mpsc::sync_channel(OUTBOUND_QUEUE_RECORDS);
+            let queued_bytes = Arc::new(AtomicUsize::new(0));
+            let (shared, queued) = (self.shared.clone(), queued_bytes.clone());
+            let spawned = thread::Builder::new()
+                .name(format!("{}-to-{to}", shared.hello.member))
+                .spawn(move || write_loop(to, rx, shared, queued));
+            if let Err(e) = spawned {
+                log::error!("cannot start writer to {to}: {e}");
+            }
+            Writer { queue, queued_bytes }
+        });
+        let len = record.len();
+        if writer.queued_bytes.load(Ordering::Relaxed) + len > OUTBOUND_QUEUE_BYTES {
+            log::debug!("queue to {to} full, message dropped");
+            return;
+        }
+        writer.queued_bytes.fetch_add(len, Ordering::Relaxed);
+        if let Err(TrySendError::Full(_)) = writer.queue.try_send(record) {
+            writer.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+            log::debug!("queue to {to} full, message dropped");
+        }
+    }
+
+    pub fn shutdown(&self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.writers.lock().expect("not poisoned").clear();
+        // Wake the acceptor so it sees the flag.
+        let _ = TcpStream::connect_timeout(&self.local, CONNECT_TIMEOUT);
+    }
+}
+
+impl Drop for Transport {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>, deliver: Deliver) {
+    for stream in listener.incoming() {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(stream) = stream else { continue };
+        let shared = shared.clone();
+        let deliver = deliver.clone();
+        let spawned = thread::Builder::new().name(format!("{}-recv", shared.hello.member)).spawn(move || {
+            let peer = stream.peer_addr().ok();
+            if let Err(e) = read_loop(stream, &shared, &deliver) {
+                if !matches!(e, TransportError::Io(_)) {
+                    log::warn!("dropping connection from {peer:?}: {e}");
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            log::error!("cannot start reader: {e}");
+        }
+    }
+}
+
+fn read_loop(mut stream: TcpStream, shared: &Shared, deliver: &Deliver) -> Result<(), TransportError> {
+    stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
+    let theirs = read_hello(&mut stream, &shared.hello)?;
+    stream.write_all(&shared.hello.encode())?;
+    stream.set_read_timeout(None)?;
+    stream.set_nodelay(true)?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, stream);
+    loop {
+        let (kind, body) = read_record(&mut reader, shared.limit_bytes)?;
+        if kind != RecordKind::Message {
+            return Err(TransportError::Unexpected("record kind on a message stream"));
+        }
+        let message = Message::decode(&body)?;
+        if message.from != theirs.member {
+            return Err(TransportError::Unexpected("sender differs from the hello"));
+        }
+        if shared.stopping.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        deliver(message);
+    }
+}
+
+fn connect(to: MemberId, shared: &Shared) -> Result<BufWriter<TcpStream>, TransportError> {
+    let address = shared
+        .addresses
+        .lock()
+        .expect("not poisoned")
+        .get(&to)
+        .cloned()
+        .ok_or(TransportError::Unexpected("peer without address"))?;
+    let socket: SocketAddr = address.parse().map_err(|_| TransportError::Unexpected("unparsable peer address"))?;
+    let mut stream = TcpStream::connect_timeout(&socket, CONNECT_TIMEOUT)?;
+    stream.set_nodelay(true)?;
+    stream.write_all(&shared.hello.encode())?;
+    stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
+    let theirs = read_hello(&mut stream, &shared.hello)?;
+    if theirs.member != to {
+        return Err(TransportError::Unexpected("peer answered with another member id"));
+    }
+    Ok(BufWriter::with_capacity(1 << 16, stream))
+}
+
+fn write_loop(to: MemberId, queue: Receiver<Vec<u8>>, shared: Arc<Shared>, queued: Arc<AtomicUsize>) {
+    let take = |record: Vec<u8>| {
+        queued.fetch_sub(record.len(), Ordering::Relaxed);
+        record
+    };
+    let mut connection: Option<BufWriter<TcpStream>> = None;
+    let mut last_error = String::new();
+    while let Ok(first) = queue.recv().map(take) {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        if connection.is_none() {
+            match connect(to, &shared) {
+                Ok(c) => connection = Some(c),
+                Err(e) => {
+                    let text = e.to_string();
+                    if text != last_error {
+                        log::warn!("{} cannot reach {to}: {text}", shared.hello.member);
+                        last_error = text;
+                    }
+                    // Drop what queued meanwhile: Raft resends, and stale votes are noise.
+                    thread::sleep(RECONNECT_PAUSE);
+                    while queue.try_recv().map(take).is_ok() {}
+                    continue;
+                }
+            }
+            last_error.clear();
+        }
+        let stream = connection.as_mut().expect("connected above");
+        let mut result = stream.write_all(&first);
+        while result.is_ok() {
+            match queue.try_recv().map(take) {
+                Ok(next) => result = stream.write_all(&next),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = result.and_then(|_| stream.flush()) {
+            log::warn!("{} lost connection to {to}: {e}", shared.hello.member);
+            connection = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,79 @@
+use super::*;
+use crate::message::Body;
+use crate::transport::{Hello, PROTOCOL_VERSION};
+use std::io::Read;
+use std::sync::mpsc::channel;
+
+fn message(from: u64) -> Message {
+    Message {
+        from: MemberId(from),
+        recv_queue: 3,
+        leader_primary: false,
+        queue_table: vec![],
+        body: Body::Forward { request: 9, data: b"writeset".to_vec() },
+    }
+}
+
+fn listening(id: u64, cluster: &str) -> (Transport, mpsc::Receiver<Message>) {
+    let (tx, rx) = channel();
+    let tx = Mutex::new(tx);
+    let t = Transport::start(MemberId(id), cluster, "127.0.0.1:0", 1 << 20, move |m| {
+        let _ = tx.lock().unwrap().send(m);
+    })
+    .unwrap();
+    (t, rx)
+}
+
+#[test]
+fn peers_of_one_cluster_exchange_messages() {
+    let (a, _) = listening(1, "c");
+    let (b, b_rx) = listening(2, "c");
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    a.send(MemberId(2), &message(1));
+    let got = b_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(got, message(1));
+}
+
+#[test]
+fn a_peer_of_another_cluster_is_refused() {
+    let (a, _) = listening(1, "other");
+    let (b, b_rx) = listening(2, "c");
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    a.send(MemberId(2), &message(1));
+    assert!(b_rx.recv_timeout(Duration::from_millis(500)).is_err());
+
+    // Seen from a raw socket: the refusing side closes without answering.
+    let mut raw = TcpStream::connect(b.local_addr()).unwrap();
+    let hello = Hello { protocol: PROTOCOL_VERSION, cluster_name: "other".into(), member: MemberId(7) };
+    raw.write_all(&hello.encode()).unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(raw.read(&mut buf).unwrap_or(0), 0);
+}
+
+#[test]
+fn a_malformed_record_drops_the_connection_and_nothing_else() {
+    let (b, b_rx) = listening(2, "c");
+    let mut raw = TcpStream::connect(b.local_addr()).unwrap();
+    let hello = Hello { protocol: PROTOCOL_VERSION, cluster_name: "c".into(), member: MemberId(1) };
+    raw.write_all(&hello.encode()).unwrap();
+    let mut reply = [0u8; 64];
+    assert!(raw.read(&mut reply).unwrap() > 0);
+    let mut bad = record::encode(RecordKind::Message, &message(1).encode());
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    raw.write_all(&bad).unwrap();
+    assert_eq!(raw.read(&mut reply).unwrap_or(0), 0, "connection closed");
+    // A forged length is refused by the header checksum before any allocation.
+    let mut raw = TcpStream::connect(b.local_addr()).unwrap();
+    raw.write_all(&hello.encode()).unwrap();
+    assert!(raw.read(&mut reply).unwrap() > 0);
+    raw.write_all(&[0xff; 64]).unwrap();
+    assert_eq!(raw.read(&mut reply).unwrap_or(0), 0);
+    assert!(b_rx.try_recv().is_err());
+
+    // The transport still serves well-formed peers.
+    let (a, _) = listening(1, "c");
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    a.send(MemberId(2), &message(1));
+    assert!(b_rx.recv_timeout(Duration::from_secs(5)).is_ok());
+}

@@ -1,0 +1,123 @@
+//! Galera-vocabulary types of the public interface.
+
+use crate::codec::{DecodeError, Reader, Writer};
+use std::fmt;
+
+/// Global sequence number: dense, from 1, identical on every member of the primary component.
+pub type Seqno = u64;
+
+/// Stable identity of a member (one per node, kept across restarts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemberId(pub u64);
+
+impl fmt::Display for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "m{}", self.0)
+    }
+}
+
+/// A member as it appears in a view.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MemberInfo {
+    pub id: MemberId,
+    /// Human name (`wsrep_node_name`).
+    pub name: String,
+    /// Where peers reach its group transport (`wsrep_node_address`).
+    pub address: String,
+    /// Where clients reach it (`wsrep_node_incoming_address`); opaque to the group.
+    pub incoming_address: String,
+}
+
+impl MemberInfo {
+    pub(crate) fn encode(&self, w: &mut Writer) {
+        w.u64(self.id.0).str(&self.name).str(&self.address).str(&self.incoming_address);
+    }
+    pub(crate) fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self { id: MemberId(r.u64()?), name: r.str()?, address: r.str()?, incoming_address: r.str()? })
+    }
+}
+
+/// A committed membership of the primary component.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct View {
+    /// Increases by one with every view; identical everywhere.
+    pub view_id: u64,
+    /// Sorted by member id.
+    pub members: Vec<MemberInfo>,
+}
+
+impl View {
+    pub fn contains(&self, id: MemberId) -> bool {
+        self.members.iter().any(|m| m.id == id)
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u64(self.view_id).len(self.members.len());
+        for m in &self.members {
+            m.encode(&mut w);
+        }
+        w.bytes
+    }
+
+    pub(crate) fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        let view_id = r.u64()?;
+        let n = r.len(20)?;
+        let members = (0..n).map(|_| MemberInfo::decode(r)).collect::<Result<_, _>>()?;
+        Ok(Self { view_id, members })
+    }
+}
+
+/// What was delivered at a seqno.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveredKind {
+    /// A writeset submitted by `origin` as its request number `request`.
+    Writeset { origin: MemberId, request: u64 },
+    /// A new view of the primary component; `bytes` holds its encoding.
+    View(View),
+    /// Seqnos up to and including this one were ordered while this member was away and
+    /// are no longer retained by any peer it reached: the application needs a state
+    /// transfer (Galera's SST) before it can apply what follows.
+    StateGap,
+}
+
+/// One event of the total order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    pub seqno: Seqno,
+    pub kind: DeliveredKind,
+    pub bytes: Vec<u8>,
+}
+
+/// Why a submission was not accepted or did not complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubmitError {
+    /// This member is not in the primary component.
+    NotPrimary,
+    /// Local senders are paused by flow control.
+    Paused,
+    /// Larger than `max_writeset_bytes`.
+    TooLarge,
+    /// Too many submissions are waiting for their seqno.
+    QueueFull,
+    /// The leader changed before accepting it; it was never ordered, so it may be resubmitted.
+    Retry,
+    /// No seqno within `submit_timeout_ms`: the writeset may or may not be ordered later.
+    Unknown,
+}
+
+impl fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = match self {
+            Self::NotPrimary => "not in the primary component",
+            Self::Paused => "senders paused by flow control",
+            Self::TooLarge => "writeset larger than max_writeset_bytes",
+            Self::QueueFull => "too many submissions in flight",
+            Self::Retry => "not ordered (leader changed); resubmit",
+            Self::Unknown => "outcome unknown (timed out)",
+        };
+        f.write_str(text)
+    }
+}
+
+impl std::error::Error for SubmitError {}
