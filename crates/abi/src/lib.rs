@@ -337,13 +337,8 @@ unsafe extern "C" fn append_key(
             return WARNING;
         };
         let keys = key_parts(keys, count).into_iter().map(|parts| Key::new(parts, kind)).collect();
-        match i.provider.append_key(h, keys) {
-            Ok(opaque) => {
-                (*handle).opaque = opaque as usize as *mut c_void;
-                OK
-            }
-            Err(s) => status(s),
-        }
+        (*handle).opaque = i.provider.append_key(h, keys) as usize as *mut c_void;
+        OK
     })
 }
 
@@ -357,13 +352,8 @@ unsafe extern "C" fn append_data(
 ) -> wsrep_status_t {
     guard("append_data", NODE_FAIL, || {
         let (Some(i), Some(h)) = (instance(wsrep), ws_handle(handle)) else { return CONN_FAIL };
-        match i.provider.append_data(h, &buffers(data, count)) {
-            Ok(opaque) => {
-                (*handle).opaque = opaque as usize as *mut c_void;
-                OK
-            }
-            Err(s) => status(s),
-        }
+        (*handle).opaque = i.provider.append_data(h, &buffers(data, count)) as usize as *mut c_void;
+        OK
     })
 }
 

@@ -118,7 +118,7 @@ fn loader_fills_the_table_and_entry_points_survive_every_documented_call_order()
     unsafe {
         assert_eq!((table.connect)(w, c"c".as_ptr(), c"gcomm://".as_ptr(), c"".as_ptr(), true), OK);
         let w_addr = w as usize;
-        let applier = std::thread::spawn(move || recv(w_addr as W, 1usize as *mut c_void));
+        let applier = std::thread::spawn(move || recv(w_addr as W, std::ptr::dangling_mut::<c_void>()));
         while SYNCED.load(Ordering::SeqCst) == 0 {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }

@@ -147,9 +147,9 @@ fn certified(node: &Node, trx_id: u64, row: u8) -> (WsHandle, TrxMeta) {
 }
 
 fn certified_keys(node: &Node, trx_id: u64, keys: Vec<Key>) -> (WsHandle, TrxMeta) {
-    let opaque = node.provider.append_key(handle(trx_id), keys).unwrap();
+    let opaque = node.provider.append_key(handle(trx_id), keys);
     let h = WsHandle { trx_id, opaque };
-    node.provider.append_data(h, &[b"row events"]).unwrap();
+    node.provider.append_data(h, &[b"row events"]);
     let (status, meta) = node.provider.certify(7, h, flags::TRX_START | flags::TRX_END);
     assert_eq!(status, Status::Ok);
     (h, meta)
@@ -182,7 +182,7 @@ fn each_commit_advances_last_committed_by_one() {
     // Read-only and rolled-back transactions never reach the order.
     assert_eq!(node.provider.release(handle(11)), Status::Ok);
     assert_eq!(node.provider.release(WsHandle { trx_id: crate::application::TRX_ID_UNDEFINED, opaque: 0 }), Status::Ok);
-    let opaque = node.provider.append_key(handle(12), row_key(2)).unwrap();
+    let opaque = node.provider.append_key(handle(12), row_key(2));
     assert_eq!(node.provider.release(WsHandle { trx_id: 12, opaque }), Status::Ok);
     assert_eq!(node.last_committed(), 2);
 }
@@ -203,7 +203,7 @@ fn isolation_waits_for_earlier_commits_and_holds_later_ones() {
     assert!(node.saved_state().contains("00000000-0000-0000-0000-000000000000"), "unsafe while DDL runs");
     // A change to that table which had not seen the DDL fails certification, and still
     // passes its seqno (4) through commit order, as the server does.
-    let failed = WsHandle { trx_id: 22, opaque: node.provider.append_key(handle(22), row_key(9)).unwrap() };
+    let failed = WsHandle { trx_id: 22, opaque: node.provider.append_key(handle(22), row_key(9)) };
     let (status, failed_meta) = node.provider.certify(1, failed, 0x41);
     assert_eq!((status, failed_meta.gtid.seqno), (Status::TrxFail, 4));
     // One on another table, ordered after the DDL (seqno 5), cannot commit before it ends.
@@ -243,7 +243,7 @@ fn brute_force_abort_of_an_ordered_transaction_leads_to_replay() {
 fn abort_rules_for_unordered_and_earlier_transactions() {
     let node = Node::bootstrap("abort-rules");
     assert_eq!(node.provider.abort_certification(10, 777), (Status::Ok, -1), "unknown victims are fine");
-    let opaque = node.provider.append_key(handle(40), row_key(1)).unwrap();
+    let opaque = node.provider.append_key(handle(40), row_key(1));
     assert_eq!(node.provider.abort_certification(10, 40), (Status::Ok, -1));
     let (status, meta) = node.provider.certify(1, WsHandle { trx_id: 40, opaque }, 0x41);
     assert_eq!((status, meta.gtid), (Status::TrxFail, Gtid::UNDEFINED), "aborted before ordering: not replicated");
@@ -281,7 +281,7 @@ fn pause_drains_and_saves_the_position() {
     assert_eq!(pause.join().unwrap(), 2);
     assert!(node.saved_state().contains("seqno:   2"));
     // New writes wait while paused.
-    let opaque = node.provider.append_key(handle(61), row_key(2)).unwrap();
+    let opaque = node.provider.append_key(handle(61), row_key(2));
     let provider = node.provider.clone();
     let writer = thread::spawn(move || provider.certify(1, WsHandle { trx_id: 61, opaque }, 0x41));
     thread::sleep(Duration::from_millis(30));
@@ -343,7 +343,7 @@ fn oversized_writesets_are_refused_before_ordering() {
         n
     });
     let node = node.unwrap();
-    let opaque = node.provider.append_data(handle(80), &[&[0u8; 64]]).unwrap();
+    let opaque = node.provider.append_data(handle(80), &[&[0u8; 64]]);
     let (status, meta) = node.provider.certify(1, WsHandle { trx_id: 80, opaque }, 0x41);
     assert_eq!((status, meta.gtid), (Status::SizeExceeded, Gtid::UNDEFINED));
 }

@@ -95,21 +95,23 @@ impl Shared {
 }
 
 impl Provider {
-    pub fn append_key(&self, handle: WsHandle, keys: Vec<Key>) -> Result<u64, Status> {
+    /// Adds keys to the transaction's writeset; returns its token for the handle's `opaque`.
+    pub fn append_key(&self, handle: WsHandle, keys: Vec<Key>) -> u64 {
         let mut shared = self.lock();
         let id = shared.open_trx(handle);
         shared.trxs.get_mut(&id).expect("just opened").keys.extend(keys);
-        Ok(id)
+        id
     }
 
-    pub fn append_data(&self, handle: WsHandle, buffers: &[&[u8]]) -> Result<u64, Status> {
+    /// Appends data to the transaction's writeset; returns its token for the handle's `opaque`.
+    pub fn append_data(&self, handle: WsHandle, buffers: &[&[u8]]) -> u64 {
         let mut shared = self.lock();
         let id = shared.open_trx(handle);
         let trx = shared.trxs.get_mut(&id).expect("just opened");
         for buffer in buffers {
             trx.data.extend_from_slice(buffer);
         }
-        Ok(id)
+        id
     }
 
     /// Orders and certifies the transaction's writeset.
