@@ -3,12 +3,16 @@
 //! A benchmark, not a test: it prints figures and asserts nothing beyond success.
 
 use clap::{Args, ValueEnum};
-use lockstep_group::{GroupConfig, GroupNode, MemberId, MemberInfo, NodeConfig};
+use lockstep_group::{GroupConfig, GroupNode, MemberId, MemberInfo, NodeConfig, SubmitError};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// Flow-control thresholds of the benchmark's policy, in queued events per member.
+const FC_HIGH: usize = 256;
+const FC_LOW: usize = 128;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Fsync {
@@ -41,8 +45,8 @@ pub fn run(args: BenchArgs) {
         Fsync::Off => &[false],
         Fsync::Both => &[false, true],
     };
-    println!("| writeset | fsync | writesets | writesets/s | MiB/s | p50 ms | p99 ms |");
-    println!("|---:|:---:|---:|---:|---:|---:|---:|");
+    println!("| writeset | fsync | ordered | failed | writesets/s | MiB/s | p50 ms | p99 ms |");
+    println!("|---:|:---:|---:|---:|---:|---:|---:|---:|");
     for &fsync in modes {
         for &size in &args.sizes {
             match run_case(&args, size, fsync) {
@@ -110,6 +114,28 @@ fn run_case(args: &BenchArgs, size: usize, fsync: bool) -> Result<String, String
             })
         })
         .collect();
+    // A simple flow-control policy on top of the group's mechanism: a member pauses its
+    // senders while any member's receive queue exceeds FC_HIGH, until all are below FC_LOW.
+    let flow_control: Vec<_> = nodes
+        .iter()
+        .map(|n| {
+            let (n, stop) = (n.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut paused = false;
+                while !stop.load(Ordering::Relaxed) {
+                    let longest = n.queue_lengths().into_iter().map(|(_, len)| len).max().unwrap_or(0);
+                    if !paused && longest > FC_HIGH {
+                        n.pause_senders();
+                        paused = true;
+                    } else if paused && longest < FC_LOW {
+                        n.resume_senders();
+                        paused = false;
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
     let issued = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let clients: Vec<_> = (0..args.clients)
@@ -117,25 +143,36 @@ fn run_case(args: &BenchArgs, size: usize, fsync: bool) -> Result<String, String
             let node = nodes[(c % 3) as usize].clone();
             let (issued, total) = (issued.clone(), args.writesets);
             thread::spawn(move || {
-                let mut latencies = Vec::new();
+                let (mut latencies, mut failed) = (Vec::new(), 0u64);
                 let payload = vec![(c % 251) as u8; size];
                 while issued.fetch_add(1, Ordering::Relaxed) < total {
                     let t = Instant::now();
-                    node.submit(payload.clone()).map_err(|e| format!("submit failed: {e}"))?;
-                    latencies.push(t.elapsed());
+                    loop {
+                        match node.submit(payload.clone()) {
+                            Ok(_) => latencies.push(t.elapsed()),
+                            Err(SubmitError::Paused) => {
+                                thread::sleep(Duration::from_micros(500));
+                                continue;
+                            }
+                            Err(_) => failed += 1,
+                        }
+                        break;
+                    }
                 }
-                Ok::<_, String>(latencies)
+                (latencies, failed)
             })
         })
         .collect();
-    let mut latencies = Vec::new();
+    let (mut latencies, mut failed) = (Vec::new(), 0);
     for c in clients {
-        latencies.extend(c.join().map_err(|_| "client panicked".to_string())??);
+        let (l, f) = c.join().map_err(|_| "client panicked".to_string())?;
+        latencies.extend(l);
+        failed += f;
     }
     let elapsed = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
-    for c in consumers {
-        let _ = c.join();
+    for t in consumers.into_iter().chain(flow_control) {
+        let _ = t.join();
     }
     drop(nodes);
     let _ = std::fs::remove_dir_all(&dir);
@@ -144,9 +181,12 @@ fn run_case(args: &BenchArgs, size: usize, fsync: bool) -> Result<String, String
         let i = ((latencies.len() as f64 * p) as usize).min(latencies.len() - 1);
         latencies[i].as_secs_f64() * 1000.0
     };
+    if latencies.is_empty() {
+        return Err(format!("no writeset ordered ({failed} failed)"));
+    }
     let n = latencies.len() as f64;
     Ok(format!(
-        "| {} KiB | {} | {} | {:.0} | {:.1} | {:.2} | {:.2} |",
+        "| {} KiB | {} | {} | {failed} | {:.0} | {:.1} | {:.2} | {:.2} |",
         size / 1024,
         if fsync { "on" } else { "off" },
         latencies.len(),

@@ -213,11 +213,21 @@ impl<S: LogStore> Member<S> {
         }
     }
 
-    /// Receive-queue length of every member as last heard (this member's is current).
+    /// Receive-queue length of every member: ordered events it has not handed to its
+    /// application yet. A leader adds what each follower has not even received (its
+    /// replication lag), so a member that falls behind shows, wherever it is behind.
     pub fn queue_lengths(&self) -> Vec<(MemberId, usize)> {
-        let mut table = self.queue_lengths.clone();
-        table.insert(self.info.id, self.own_queue_len());
-        table.into_iter().map(|(id, n)| (id, n as usize)).collect()
+        let mut table: BTreeMap<MemberId, usize> =
+            self.queue_lengths.iter().map(|(&id, &n)| (id, n as usize)).collect();
+        if self.raft.role() == Role::Leader {
+            let last = self.raft.last_index();
+            for peer in self.raft.peers() {
+                let lag = self.raft.follower_match_index(peer).map_or(0, |m| last.saturating_sub(m) as usize);
+                *table.entry(peer).or_default() += lag;
+            }
+        }
+        table.insert(self.info.id, self.own_queue_len() as usize);
+        table.into_iter().collect()
     }
 
     /// Flow control: `submit` refuses with `SubmitError::Paused` until `resume_senders`.
@@ -520,6 +530,14 @@ impl<S: LogStore> Member<S> {
             // A member still hearing a live leader ignores campaigns (Raft §4.2.3).
             return;
         }
+        if let (Some(last), Some(sent)) = (raft.reply_last_index(), self.sent_upto.get_mut(&from)) {
+            // Two replies in a row without progress while more was sent: what was sent
+            // after `last` is lost (or refused for a gap), not in flight. Send it again.
+            if last < sent.upto && sent.last_reply == Some(last) {
+                sent.upto = last;
+            }
+            sent.last_reply = Some(last);
+        }
         let commands: Vec<Position> =
             raft.entries().into_iter().filter(|(_, k)| *k == EntryKind::Command).map(|(p, _)| p).collect();
         if commands.len() != payloads.len() {
@@ -610,7 +628,7 @@ impl<S: LogStore> Member<S> {
         let upto = message.entries().last().map(|(p, _)| p.index);
         let sent = self.sent_upto.entry(to).or_default();
         if let Some(upto) = upto {
-            *sent = Sent { term, upto, at_ms: self.now_ms, commit };
+            *sent = Sent { term, upto, at_ms: self.now_ms, commit, last_reply: sent.last_reply };
         }
         sent.commit = commit;
         self.send(to, Body::Raft { message, payloads });
@@ -619,7 +637,7 @@ impl<S: LogStore> Member<S> {
     fn send(&mut self, to: MemberId, body: Body) {
         let is_leader = self.raft.role() == Role::Leader;
         let queue_table = if is_leader {
-            self.queue_lengths().into_iter().map(|(id, n)| (id, n as u32)).collect()
+            self.queue_lengths().into_iter().map(|(id, n)| (id, u32::try_from(n).unwrap_or(u32::MAX))).collect()
         } else {
             Vec::new()
         };
@@ -715,6 +733,10 @@ impl<S: LogStore> Member<S> {
             return;
         }
         log::warn!("{}: seqnos up to {} are not retained by {from}: state transfer needed", self.info.id, state.seqno);
+        // Our own writesets in the skipped range cannot be matched to seqnos any more.
+        for (request, _) in std::mem::take(&mut self.pending) {
+            self.completions.push((request, Err(SubmitError::Unknown)));
+        }
         let seqno = state.seqno;
         self.applied = state;
         self.checkpoints.clear();
@@ -844,6 +866,8 @@ struct Sent {
     upto: u64,
     at_ms: u64,
     commit: u64,
+    /// Last index the peer reported in its latest reply.
+    last_reply: Option<u64>,
 }
 
 enum Change {

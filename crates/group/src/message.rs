@@ -141,3 +141,68 @@ impl Message {
         Ok(Self { from, recv_queue, leader_primary, queue_table, body })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::MemoryStore;
+    use crate::config::GroupConfig;
+    use crate::member::Member;
+    use crate::rng::Rng;
+    use crate::sim::Sim;
+    use crate::types::MemberId;
+
+    /// Real traffic of a small cluster, encoded.
+    fn sample_messages() -> Vec<Vec<u8>> {
+        let mut sim = Sim::new(3, 3, GroupConfig::new("fuzz"));
+        sim.run_for(3_000).unwrap();
+        for k in 0..20 {
+            sim.submit(MemberId(1 + k % 3), vec![k as u8; 40]);
+        }
+        sim.capture_messages(true);
+        sim.run_for(2_000).unwrap();
+        sim.captured_messages()
+    }
+
+    #[test]
+    fn corrupted_messages_are_refused_or_handled_never_a_panic() {
+        let samples = sample_messages();
+        assert!(samples.len() > 20);
+        let mut rng = Rng::new(7);
+        let mut member = Member::join(
+            MemberInfo { id: MemberId(9), name: "n9".into(), address: String::new(), incoming_address: String::new() },
+            GroupConfig::new("fuzz"),
+            MemoryStore::new(),
+            &[MemberId(1)],
+            0,
+        );
+        let (mut refused, mut accepted) = (0, 0);
+        for round in 0..20_000u64 {
+            let mut bytes = samples[rng.range(0, samples.len() as u64) as usize].clone();
+            match rng.range(0, 3) {
+                0 => {
+                    let at = rng.range(0, bytes.len() as u64) as usize;
+                    bytes[at] ^= 1 << rng.range(0, 8);
+                }
+                1 => bytes.truncate(rng.range(0, bytes.len() as u64) as usize),
+                _ => {
+                    let at = rng.range(0, bytes.len() as u64) as usize;
+                    bytes[at] = rng.next_u64() as u8;
+                    let at = rng.range(0, bytes.len() as u64) as usize;
+                    bytes[at] = rng.next_u64() as u8;
+                }
+            }
+            match Message::decode(&bytes) {
+                Err(_) => refused += 1,
+                Ok(message) => {
+                    accepted += 1;
+                    member.receive(message);
+                    member.tick(round);
+                    member.flush();
+                    member.take_outbox();
+                }
+            }
+        }
+        assert!(refused > 0 && accepted > 0, "refused {refused}, accepted {accepted}");
+    }
+}

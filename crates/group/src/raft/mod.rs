@@ -130,6 +130,14 @@ impl RaftMessage {
         }
     }
 
+    /// The last log index a follower reports in an append reply.
+    pub fn reply_last_index(&self) -> Option<u64> {
+        match &self.0 {
+            noraft::Message::AppendEntriesReply { last_position, .. } => Some(last_position.index.get()),
+            _ => None,
+        }
+    }
+
     /// The leader commit index an append call announces.
     pub fn commit_index(&self) -> Option<u64> {
         match &self.0 {
@@ -243,6 +251,11 @@ impl Consensus {
     /// Peers of the newest membership.
     pub fn peers(&self) -> Vec<MemberId> {
         self.node.peers().map(|n| MemberId(n.get())).collect()
+    }
+
+    /// Leader only: the last index `peer` is known to hold.
+    pub fn follower_match_index(&self, peer: MemberId) -> Option<u64> {
+        self.node.follower_match_index(NodeId::new(peer.0)).map(|i| i.get())
     }
 
     /// Appends a command entry if this member leads; the caller stores its payload.

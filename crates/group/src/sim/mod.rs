@@ -39,6 +39,8 @@ pub struct Scenario {
     /// Per step, chance to start a partition or a crash.
     pub partition_per_million: u32,
     pub crash_per_million: u32,
+    /// Per step, chance a member leaves gracefully (it stops once out, and rejoins later).
+    pub leave_per_million: u32,
     /// Per step, chance a client submits a writeset.
     pub submit_per_million: u32,
     /// Some runs use a tiny gcache so purges, catch-up by snapshot and gaps happen.
@@ -57,6 +59,7 @@ impl Scenario {
             max_delay_ms: rng.range(1, 200),
             partition_per_million: rng.range(1_000, 6_000) as u32,
             crash_per_million: rng.range(500, 4_000) as u32,
+            leave_per_million: rng.range(0, 1_500) as u32,
             submit_per_million: rng.range(100_000, 400_000) as u32,
             gcache_bytes: if rng.chance(300_000) { rng.range(16 << 10, 256 << 10) } else { 128 << 20 },
         }
@@ -103,6 +106,8 @@ struct Node {
     restart_at_ms: u64,
     /// What the application consumed (it survives crashes, like a database).
     consumed: Seqno,
+    /// Left on the simulator's initiative: stop it once out, restart it later.
+    leaving: bool,
     /// Request number -> hash of the submitted bytes.
     submitted: BTreeMap<u64, u64>,
 }
@@ -127,6 +132,8 @@ pub struct Sim {
     counting_probes: bool,
     /// Members whose application stops taking deliveries (a slow applier).
     stalled: BTreeSet<usize>,
+    /// Encoded message bodies seen on the wire, when capturing (for codec tests).
+    captured: Option<Vec<Vec<u8>>>,
     trace: bool,
     pub stats: Outcome,
 }
@@ -157,6 +164,7 @@ impl Sim {
                     crashed_store: None,
                     restart_at_ms: 0,
                     consumed: 0,
+                    leaving: false,
                     submitted: BTreeMap::new(),
                 }
             })
@@ -178,6 +186,7 @@ impl Sim {
             probes_acked: 0,
             counting_probes: false,
             stalled: BTreeSet::new(),
+            captured: None,
             trace: false,
             stats: Outcome {
                 seed,
@@ -197,6 +206,15 @@ impl Sim {
     /// Prints faults and views as they happen.
     pub fn set_trace(&mut self, on: bool) {
         self.trace = on;
+    }
+
+    /// Starts or stops keeping a copy of every message body sent.
+    pub fn capture_messages(&mut self, on: bool) {
+        self.captured = on.then(Vec::new);
+    }
+
+    pub fn captured_messages(&self) -> Vec<Vec<u8>> {
+        self.captured.clone().unwrap_or_default()
     }
 
     /// Stops or restarts member `id`'s application taking deliveries.
@@ -276,6 +294,7 @@ impl Sim {
             store.crash(&mut self.rng);
             self.nodes[i].crashed_store = Some(store);
             self.nodes[i].submitted.clear();
+            self.nodes[i].leaving = false;
             self.nodes[i].restart_at_ms = restart_after_ms.map_or(u64::MAX, |d| self.now_ms + d);
             self.stats.crashes += 1;
             self.note(|| format!("crash {id}"));
@@ -362,7 +381,29 @@ impl Sim {
         for i in 0..self.nodes.len() {
             self.drain(i)?;
         }
+        self.finish_leaves();
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].member.is_none() && self.now_ms >= self.nodes[i].restart_at_ms {
+                self.restart(MemberId(i as u64 + 1))?;
+            }
+        }
         Ok(())
+    }
+
+    /// A member that has left is shut down cleanly (nothing lost) and comes back later.
+    fn finish_leaves(&mut self) {
+        for i in 0..self.nodes.len() {
+            let left = self.nodes[i].member.as_ref().is_some_and(|m| m.status().left);
+            if self.nodes[i].leaving && left {
+                let member = self.nodes[i].member.take().expect("checked");
+                self.nodes[i].crashed_store = Some(member.into_store());
+                self.nodes[i].leaving = false;
+                self.nodes[i].submitted.clear();
+                let away = if self.faults.is_some() { self.rng.range(500, 10_000) } else { 1_000 };
+                self.nodes[i].restart_at_ms = self.now_ms + away;
+                self.note(|| format!("m{} has left and stops", i + 1));
+            }
+        }
     }
 
     fn deliver(&mut self, to: usize, bytes: &[u8]) -> Result<(), Violation> {
@@ -442,7 +483,11 @@ impl Sim {
             return;
         }
         self.stats.messages += 1;
-        let bytes = record::encode(RecordKind::Message, &message.encode());
+        let body = message.encode();
+        if let Some(captured) = self.captured.as_mut() {
+            captured.push(body.clone());
+        }
+        let bytes = record::encode(RecordKind::Message, &body);
         let (drop, duplicate, max_delay) = match &self.faults {
             Some(s) => (s.drop_per_million, s.duplicate_per_million, s.max_delay_ms),
             None => (0, 0, 1),
@@ -475,18 +520,22 @@ impl Sim {
                 self.heal_partition_at_ms = self.now_ms + self.rng.range(500, 8_000);
             }
         }
-        let down = self.nodes.iter().filter(|n| n.member.is_none()).count();
+        let down = self.nodes.iter().filter(|n| n.member.is_none() || n.leaving).count();
+        if down < (n - 1) / 2 && self.rng.chance(s.leave_per_million) {
+            let who = self.rng.range(0, n as u64) as usize;
+            let primary = self.nodes[who].member.as_ref().is_some_and(|m| m.status().primary);
+            if primary && !self.nodes[who].leaving {
+                self.nodes[who].leaving = true;
+                self.leave(MemberId(who as u64 + 1));
+            }
+        }
+        let down = self.nodes.iter().filter(|n| n.member.is_none() || n.leaving).count();
         if down < (n - 1) / 2 && self.rng.chance(s.crash_per_million) {
             let victim = self.rng.range(0, n as u64) as usize;
             if self.nodes[victim].member.is_some() {
                 // Some outages outlast inactive_timeout, so eviction and rejoin happen too.
                 let outage = self.rng.range(200, 25_000);
                 self.crash(MemberId(victim as u64 + 1), Some(outage));
-            }
-        }
-        for i in 0..n {
-            if self.nodes[i].member.is_none() && self.now_ms >= self.nodes[i].restart_at_ms {
-                self.restart(MemberId(i as u64 + 1))?;
             }
         }
         if self.rng.chance(s.submit_per_million) {
