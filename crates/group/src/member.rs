@@ -345,7 +345,7 @@ impl<S: LogStore> Member<S> {
                 let in_directory = self.applied.directory.get(&from).is_some_and(|e| e.wants_in);
                 if in_directory && self.may_propose_for(from) {
                     self.propose(&Op::Leave(from));
-                } else if self.raft.role() == Role::Leader && !will_be_voter(&self.applied.membership, from) {
+                } else if self.raft.role() == Role::Leader && is_out(&self.applied.membership, from) {
                     self.send(from, Body::Removed);
                 }
             }
@@ -762,7 +762,7 @@ impl<S: LogStore> Member<S> {
     fn has_left(&self) -> bool {
         let me = self.info.id;
         let alone = self.applied.view.members.len() == 1 && self.raft.latest_membership().voters.len() == 1;
-        self.leaving && (self.removed || !will_be_voter(&self.applied.membership, me) || alone)
+        self.leaving && (self.removed || is_out(&self.applied.membership, me) || alone)
     }
 
     fn reset_election_timer(&mut self) {
@@ -892,13 +892,10 @@ fn first_request(rng: &mut Rng) -> u64 {
     ((rng.next_u64() & 0xffff_ffff) << 32) | 1
 }
 
-/// Whether `id` votes in `m` once any change in progress completes.
-fn will_be_voter(m: &Membership, id: MemberId) -> bool {
-    if m.is_joint() {
-        m.new_voters.contains(&id)
-    } else {
-        m.voters.contains(&id)
-    }
+/// Whether a membership change removing `id` is complete. A joint configuration is not
+/// enough: until the final one commits, an election still needs the old voters' majority.
+fn is_out(m: &Membership, id: MemberId) -> bool {
+    !m.is_joint() && !m.voters.contains(&id)
 }
 
 /// Raft infers an entry's term from the last leader-change entry before it; a cache whose
