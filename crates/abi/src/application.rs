@@ -10,6 +10,8 @@ pub struct ServerCallbacks {
     pub view_cb: wsrep_view_cb_t,
     pub apply_cb: wsrep_apply_cb_t,
     pub synced_cb: wsrep_synced_cb_t,
+    pub sst_request_cb: Option<wsrep_sst_request_cb_t>,
+    pub sst_donate_cb: Option<wsrep_sst_donate_cb_t>,
 }
 
 // SAFETY: `app_ctx` is MariaDB's server state object, which it lets any thread use through
@@ -134,6 +136,43 @@ impl Application for ServerCallbacks {
             Ok(Applied { exit_loop })
         } else {
             Err(CallbackFailed("apply"))
+        }
+    }
+
+    fn sst_request(&self) -> Result<Vec<u8>, CallbackFailed> {
+        let Some(cb) = self.sst_request_cb else { return Err(CallbackFailed("sst_request (not supplied)")) };
+        let mut request: *mut c_void = std::ptr::null_mut();
+        let mut len = 0usize;
+        // SAFETY: a callback MariaDB supplied in init; both out-pointers are locals.
+        let rc = unsafe { cb(self.app_ctx, &mut request, &mut len) };
+        let bytes = if request.is_null() || len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the application returned `len` bytes at `request`.
+            unsafe { std::slice::from_raw_parts(request as *const u8, len).to_vec() }
+        };
+        if !request.is_null() {
+            // SAFETY: wsrep-lib allocates the request with malloc and hands it over to us.
+            unsafe { libc::free(request) };
+        }
+        if rc == 0 {
+            Ok(bytes)
+        } else {
+            Err(CallbackFailed("sst_request"))
+        }
+    }
+
+    fn sst_donate(&self, recv: RecvCtx, request: &[u8], state_id: Gtid, bypass: bool) -> Result<(), CallbackFailed> {
+        let Some(cb) = self.sst_donate_cb else { return Err(CallbackFailed("sst_donate (not supplied)")) };
+        let message = wsrep_buf_t { ptr: request.as_ptr().cast(), len: request.len() };
+        let gtid = c_gtid(state_id);
+        // SAFETY: a callback MariaDB supplied in init; every pointer refers to a local or to
+        // `request`, which outlive the call.
+        let rc = unsafe { cb(self.app_ctx, recv.0 as *mut c_void, &message, &gtid, std::ptr::null(), bypass) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(CallbackFailed("sst_donate"))
         }
     }
 }

@@ -38,7 +38,7 @@ pub static wsrep_interface_version: InterfaceVersion = InterfaceVersion(c"26".as
 
 /// Provider instance behind `wsrep_t::ctx`.
 struct Instance {
-    provider: Provider,
+    provider: Arc<Provider>,
     /// `stats_get` arrays and their strings, kept until `stats_free`.
     stats: Mutex<HashMap<usize, StatsBlock>>,
 }
@@ -154,9 +154,18 @@ unsafe extern "C" fn init(wsrep: W, args: *const wsrep_init_args) -> wsrep_statu
             options: text(args.options),
             start_position,
         };
-        let app = Arc::new(ServerCallbacks { app_ctx: args.app_ctx, connected_cb, view_cb, apply_cb, synced_cb });
+        let app = Arc::new(ServerCallbacks {
+            app_ctx: args.app_ctx,
+            connected_cb,
+            view_cb,
+            apply_cb,
+            synced_cb,
+            sst_request_cb: args.sst_request_cb,
+            sst_donate_cb: args.sst_donate_cb,
+        });
         match Provider::init(init_args, app) {
             Ok(provider) => {
+                let provider = Arc::new(provider);
                 let instance = Box::new(Instance { provider, stats: Mutex::new(HashMap::new()) });
                 (*wsrep).ctx = Box::into_raw(instance).cast();
                 OK
@@ -437,19 +446,25 @@ unsafe extern "C" fn preordered_commit(
     NOT_IMPLEMENTED
 }
 
-unsafe extern "C" fn sst_sent(_wsrep: W, _state_id: *const wsrep_gtid_t, rcode: c_int) -> wsrep_status_t {
-    log::warn!("sst_sent(rcode {rcode}) ignored: this version neither donates nor receives state transfers");
-    NOT_IMPLEMENTED
+unsafe extern "C" fn sst_sent(wsrep: W, state_id: *const wsrep_gtid_t, rcode: c_int) -> wsrep_status_t {
+    guard("sst_sent", FATAL, || {
+        let Some(i) = instance(wsrep) else { return FATAL };
+        let position = state_id.as_ref().map_or(Gtid::UNDEFINED, rust_gtid);
+        status(i.provider.sst_sent(position, rcode))
+    })
 }
 
 unsafe extern "C" fn sst_received(
-    _wsrep: W,
-    _state_id: *const wsrep_gtid_t,
+    wsrep: W,
+    state_id: *const wsrep_gtid_t,
     _state: *const wsrep_buf_t,
     rcode: c_int,
 ) -> wsrep_status_t {
-    log::warn!("sst_received(rcode {rcode}) ignored: this version neither donates nor receives state transfers");
-    NOT_IMPLEMENTED
+    guard("sst_received", FATAL, || {
+        let Some(i) = instance(wsrep) else { return FATAL };
+        let position = state_id.as_ref().map_or(Gtid::UNDEFINED, rust_gtid);
+        status(i.provider.sst_received(position, rcode))
+    })
 }
 
 unsafe extern "C" fn snapshot(_wsrep: W, _msg: *const wsrep_buf_t, _donor: *const c_char) -> wsrep_status_t {

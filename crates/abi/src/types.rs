@@ -97,7 +97,17 @@ pub type wsrep_apply_cb_t = unsafe extern "C-unwind" fn(
     exit_loop: *mut bool,
 ) -> c_int;
 pub type wsrep_synced_cb_t = unsafe extern "C-unwind" fn(app_ctx: *mut c_void) -> c_int;
-/// Callbacks this version does not make (state transfer, encryption, unordered events).
+pub type wsrep_sst_request_cb_t =
+    unsafe extern "C-unwind" fn(app_ctx: *mut c_void, sst_req: *mut *mut c_void, sst_req_len: *mut usize) -> c_int;
+pub type wsrep_sst_donate_cb_t = unsafe extern "C-unwind" fn(
+    app_ctx: *mut c_void,
+    recv_ctx: *mut c_void,
+    str_msg: *const wsrep_buf_t,
+    state_id: *const wsrep_gtid_t,
+    state: *const wsrep_buf_t,
+    bypass: bool,
+) -> c_int;
+/// Callbacks this version does not make (encryption, unordered events).
 pub type unused_cb_t = Option<unsafe extern "C-unwind" fn()>;
 
 #[repr(C)]
@@ -114,11 +124,11 @@ pub struct wsrep_init_args {
     pub logger_cb: Option<wsrep_log_cb_t>,
     pub connected_cb: Option<wsrep_connected_cb_t>,
     pub view_cb: Option<wsrep_view_cb_t>,
-    pub sst_request_cb: unused_cb_t,
+    pub sst_request_cb: Option<wsrep_sst_request_cb_t>,
     pub encrypt_cb: unused_cb_t,
     pub apply_cb: Option<wsrep_apply_cb_t>,
     pub unordered_cb: unused_cb_t,
-    pub sst_donate_cb: unused_cb_t,
+    pub sst_donate_cb: Option<wsrep_sst_donate_cb_t>,
     pub synced_cb: Option<wsrep_synced_cb_t>,
 }
 

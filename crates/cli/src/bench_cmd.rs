@@ -3,7 +3,7 @@
 //! A benchmark, not a test: it prints figures and asserts nothing beyond success.
 
 use clap::{Args, ValueEnum};
-use lockstep_group::{GroupConfig, GroupNode, MemberId, MemberInfo, NodeConfig, SubmitError};
+use lockstep_group::{Genesis, GroupConfig, GroupNode, MemberId, MemberInfo, NodeConfig, SubmitError};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -67,21 +67,22 @@ fn free_port() -> std::io::Result<u16> {
 fn start_cluster(dir: &Path, fsync: bool) -> Result<Vec<Arc<GroupNode>>, String> {
     let ports = (0..3).map(|_| free_port()).collect::<Result<Vec<_>, _>>();
     let ports = ports.map_err(|e| e.to_string())?;
-    let peers: Vec<(MemberId, String)> =
-        ports.iter().enumerate().map(|(i, p)| (MemberId(i as u64 + 1), format!("127.0.0.1:{p}"))).collect();
+    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let mut nodes = Vec::new();
-    for (id, address) in &peers {
+    for (i, address) in peers.iter().enumerate() {
+        let id = MemberId(i as u64 + 1);
         let config = NodeConfig {
             group: GroupConfig::new("bench"),
             info: MemberInfo {
-                id: *id,
+                id,
                 name: format!("bench{}", id.0),
                 address: address.clone(),
                 incoming_address: String::new(),
             },
+            listen: address.clone(),
             data_dir: dir.join(format!("member{}", id.0)),
             fsync,
-            bootstrap: id.0 == 1,
+            bootstrap: (i == 0).then(Genesis::default),
             peers: peers.clone(),
             resume_after: 0,
         };

@@ -32,12 +32,14 @@ pub fn run(args: SimArgs) {
         }
     };
     let started = Instant::now();
-    let (mut runs, mut acked, mut crashes, mut partitions, mut gaps) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut runs, mut acked, mut messages, mut crashes, mut partitions, mut gaps) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for seed in seeds {
         match sim::run_seed(seed, args.trace) {
             Ok(outcome) => {
                 runs += 1;
                 acked += outcome.acked;
+                messages += outcome.messages_acked;
                 crashes += outcome.crashes;
                 partitions += outcome.partitions;
                 gaps += outcome.state_gaps;
@@ -53,7 +55,7 @@ pub fn run(args: SimArgs) {
         }
     }
     println!(
-        "{runs} seeds passed in {:.1} s: {acked} writesets acknowledged, {crashes} crashes, {partitions} partitions, {gaps} state gaps",
+        "{runs} seeds passed in {:.1} s: {acked} writesets and {messages} messages acknowledged, {crashes} crashes, {partitions} partitions, {gaps} state gaps",
         started.elapsed().as_secs_f64()
     );
 }

@@ -43,6 +43,11 @@ impl Writer {
     pub fn str(&mut self, v: &str) -> &mut Self {
         self.bytes(v.as_bytes())
     }
+    /// Bytes of a length both sides know (no length prefix).
+    pub fn fixed(&mut self, v: &[u8]) -> &mut Self {
+        self.bytes.extend_from_slice(v);
+        self
+    }
     /// Writes a collection length; its items follow.
     pub fn len(&mut self, n: usize) -> &mut Self {
         self.u32(u32::try_from(n).expect("bounded by the record limit"))
@@ -89,6 +94,11 @@ impl<'a> Reader<'a> {
         let n = self.u32()? as usize;
         Ok(self.take(n)?.to_vec())
     }
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
     pub fn str(&mut self) -> Result<String, DecodeError> {
         String::from_utf8(self.bytes()?).map_err(|_| DecodeError("string is not UTF-8"))
     }
@@ -118,7 +128,7 @@ mod tests {
     #[test]
     fn round_trip_and_bounds() {
         let mut w = Writer::default();
-        w.u8(1).u32(2).u64(3).bool(true).str("node").bytes(&[9, 9]);
+        w.u8(1).u32(2).u64(3).bool(true).str("node").bytes(&[9, 9]).fixed(&[7; 3]);
         let mut r = Reader::new(&w.bytes);
         assert_eq!(r.u8().unwrap(), 1);
         assert_eq!(r.u32().unwrap(), 2);
@@ -126,7 +136,9 @@ mod tests {
         assert!(r.bool().unwrap());
         assert_eq!(r.str().unwrap(), "node");
         assert_eq!(r.bytes().unwrap(), vec![9, 9]);
+        assert_eq!(r.array::<3>().unwrap(), [7; 3]);
         r.finish().unwrap();
+        assert!(Reader::new(&[1, 2]).array::<3>().is_err());
         assert!(Reader::new(&[5, 0, 0, 0, 1]).bytes().is_err());
         assert!(Reader::new(&[255, 255, 255, 255]).len(1).is_err());
     }

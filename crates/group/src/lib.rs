@@ -1,5 +1,6 @@
 //! Group communication for Lockstep: one total order of writesets and views with dense
-//! seqnos, primary-component detection, a size-bounded writeset cache (gcache), a
+//! seqnos (continuing a bootstrapped history), unnumbered messages in the same order,
+//! primary-component detection, a size-bounded writeset cache (gcache), a
 //! flow-control hook, a TCP transport, and a deterministic simulator that checks it all.
 //!
 //! Consensus is not ours: ordering and membership run on the `noraft` Raft library
@@ -15,37 +16,46 @@
 //!
 //! Using a node (the provider's view):
 //! ```no_run
-//! use lockstep_group::{DeliveredKind, GroupConfig, GroupNode, MemberId, MemberInfo, NodeConfig};
+//! use lockstep_group::{load_or_create_member_id, DeliveredKind, Genesis, GroupConfig};
+//! use lockstep_group::{GroupNode, MemberInfo, NodeConfig};
 //! use std::time::Duration;
 //!
+//! let datadir = std::path::PathBuf::from("/var/lib/mysql"); // the cache is lockstep.cache.* files
 //! let node = GroupNode::start(NodeConfig {
 //!     group: GroupConfig::new("my_cluster"),
 //!     info: MemberInfo {
-//!         id: MemberId(1),
+//!         id: load_or_create_member_id(&datadir)?, // random on first start, then kept
 //!         name: "db1".into(),
-//!         address: "127.0.0.1:4567".into(),
-//!         incoming_address: "127.0.0.1:3306".into(),
+//!         address: "db1.example:4567".into(),
+//!         incoming_address: "db1.example:3306".into(),
 //!     },
-//!     data_dir: "/var/lib/lockstep/gcache".into(),
+//!     listen: "0.0.0.0:4567".into(),
+//!     data_dir: datadir,
 //!     fsync: true,
-//!     bootstrap: true,
-//!     peers: vec![(MemberId(2), "127.0.0.1:4568".into())],
+//!     // `--wsrep-new-cluster`: a new history, numbered on from the database's seqno.
+//!     bootstrap: Some(Genesis { history: [0x42; 16], base_seqno: 1000 }),
+//!     // `gcomm://db1.example,db2.example,db3.example`: addresses only, ours may be among them.
+//!     peers: vec!["db1.example:4567".into(), "db2.example:4567".into(), "db3.example:4567".into()],
 //!     resume_after: 0,
 //! })?;
 //! let seqno = node.submit(b"writeset".to_vec())?; // blocks until ordered
-//! println!("ordered at {seqno}; primary: {}", node.status().primary);
+//! let after = node.send_message(b"barrier".to_vec()).recv()??; // ordered, but takes no seqno
+//! println!("ordered at {seqno}, barrier after {after}; primary: {}", node.status().primary);
 //! while let Some(event) = node.recv_delivered(Duration::from_millis(100)) {
 //!     match event.kind {
 //!         DeliveredKind::Writeset { origin, .. } => println!("{origin}: apply at {}", event.seqno),
+//!         DeliveredKind::Message { origin, .. } => println!("{origin}: message after {}", event.seqno),
 //!         DeliveredKind::View(view) => { /* view.members, at event.seqno */ }
 //!         DeliveredKind::StateGap => { /* state transfer needed up to event.seqno */ }
 //!     }
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! Design notes, one per hazard: `docs/design/group-*.md`.
 
 pub mod cache;
-mod codec;
+pub mod codec;
 pub mod config;
 pub mod member;
 pub mod message;
@@ -58,7 +68,8 @@ pub mod state;
 pub mod transport;
 pub mod types;
 
+pub use cache::load_or_create_member_id;
 pub use config::GroupConfig;
 pub use member::{Member, Status};
 pub use node::{GroupNode, NodeConfig};
-pub use types::{Delivered, DeliveredKind, MemberId, MemberInfo, Seqno, SubmitError, View};
+pub use types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError, View};

@@ -1,6 +1,7 @@
 //! One member of the group: a deterministic state machine with no I/O of its own.
 //!
-//! Inputs: `tick(now)`, `receive(message)`, `submit`, `leave`, flow-control calls.
+//! Inputs: `tick(now)`, `receive(message)`, `submit`, `send_message`, `leave`, `add_seed`,
+//! flow-control calls.
 //! After a batch of inputs the driver calls `flush`, which performs the Raft actions on
 //! the cache (syncing before anything leaves), queues outgoing messages and applies
 //! committed entries. Outputs: `take_outbox`, `pop_delivered`, `take_completions`.
@@ -8,10 +9,10 @@
 use crate::cache::{Entry, LogStore, Payload};
 use crate::config::GroupConfig;
 use crate::message::{Body, Message};
-use crate::raft::{Action, Consensus, EntryKind, Membership, Position, Role};
+use crate::raft::{Action, Consensus, EntryKind, Membership, Position, RaftMessage, Role};
 use crate::rng::Rng;
 use crate::state::{AppliedState, Op};
-use crate::types::{Delivered, DeliveredKind, MemberId, MemberInfo, Seqno, SubmitError, View};
+use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError, View};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 
@@ -25,6 +26,8 @@ pub struct Status {
     /// Raft term, for diagnostics: it rises with every election.
     pub term: u64,
     pub view: View,
+    /// The cluster's history UUID (all zero until the genesis is applied).
+    pub history: [u8; 16],
     /// Last seqno applied (delivered or suppressed).
     pub last_seqno: Seqno,
     pub recv_queue: usize,
@@ -53,9 +56,8 @@ pub struct Member<S: LogStore> {
     /// Applied states to purge the cache back to, oldest first.
     checkpoints: VecDeque<AppliedState>,
     checkpoint_bytes: u64,
-    recv_queue: VecDeque<Delivered>,
-    /// Seqno of the last delivery handed to the application.
-    consumed: Seqno,
+    /// Deliveries with the index of the entry that made them.
+    recv_queue: VecDeque<(u64, Delivered)>,
     /// Deliveries up to this seqno were consumed before a restart and are not queued again.
     resume_after: Seqno,
     next_request: u64,
@@ -77,19 +79,31 @@ pub struct Member<S: LogStore> {
     pre_vote: Option<(u64, BTreeSet<MemberId>)>,
     /// Leader: membership operations proposed, by member, with the time of the proposal.
     proposed_ops: BTreeMap<MemberId, u64>,
+    /// Leader: the latest forwarded requests ordered, oldest first, so a duplicated
+    /// `Forward` is not ordered twice (the simulator duplicates messages).
+    forwarded: VecDeque<(MemberId, u64)>,
+    forwarded_set: BTreeSet<(MemberId, u64)>,
     leaving: bool,
     /// The leader confirmed our removal is committed.
     removed: bool,
+    /// Primary at the last tick.
+    was_primary: bool,
+    /// Out of the primary component since having been in it (or since a restart).
+    lost_primary: bool,
+    /// Back in the primary component at this view: a new one is asked for until it comes.
+    remerge_view: Option<u64>,
     failed: Option<String>,
 }
 
 impl<S: LogStore> Member<S> {
-    /// Starts a new cluster with this member alone in it (`--wsrep-new-cluster`).
-    pub fn bootstrap(info: MemberInfo, config: GroupConfig, store: S, now_ms: u64) -> Self {
+    /// Starts a new cluster with this member alone in it (`--wsrep-new-cluster`). Its
+    /// application is at `genesis.base_seqno`, so that is where its deliveries resume.
+    pub fn bootstrap(info: MemberInfo, config: GroupConfig, store: S, genesis: Genesis, now_ms: u64) -> Self {
         let mut raft = Consensus::start(info.id);
         let bootstrapped = raft.bootstrap();
-        let mut member = Self::new(info, config, raft, store, now_ms, 0);
-        if !bootstrapped {
+        let mut member = Self::new(info, config, raft, store, now_ms, genesis.base_seqno);
+        // A sole voter leads at once: the genesis is the first command, before our Join.
+        if !bootstrapped || !member.propose(&Op::Genesis(genesis)) {
             member.failed = Some("bootstrap refused: the cache is not empty".into());
         }
         member
@@ -122,18 +136,31 @@ impl<S: LogStore> Member<S> {
         let mut member = Self::new(info, config, raft, store, now_ms, resume_after);
         if resume_after < boundary.seqno {
             // The cache was purged past what the application kept: it needs a transfer.
-            member.recv_queue.push_back(Delivered {
-                seqno: boundary.seqno,
-                kind: DeliveredKind::StateGap,
-                bytes: Vec::new(),
-            });
+            let gap = Delivered { seqno: boundary.seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() };
+            member.recv_queue.push_back((boundary.position.index, gap));
         }
         member.applied = boundary;
+        member.lost_primary = true;
         if !consistent {
             member.failed = Some("cache holds entries whose terms do not follow its log".into());
         }
         member.seeds = seeds.iter().copied().filter(|&s| s != member.info.id).collect();
         member
+    }
+
+    /// Every member a cache names, committed or not: whom a restarted member asks to let it
+    /// in (it may have been evicted, and then no leader tells it what its log commits).
+    pub fn known_members(store: &S) -> Vec<MemberInfo> {
+        let mut known: BTreeMap<MemberId, MemberInfo> =
+            store.boundary().directory.iter().map(|(&id, e)| (id, e.info.clone())).collect();
+        for index in store.first_index()..=store.last_index() {
+            if let Some(Entry { payload: Payload::Command(bytes), .. }) = store.entry(index) {
+                if let Some(info) = Op::joining(&bytes) {
+                    known.insert(info.id, info);
+                }
+            }
+        }
+        known.into_values().collect()
     }
 
     fn new(info: MemberInfo, config: GroupConfig, raft: Consensus, store: S, now_ms: u64, resume_after: Seqno) -> Self {
@@ -154,7 +181,6 @@ impl<S: LogStore> Member<S> {
             checkpoints: VecDeque::new(),
             checkpoint_bytes: 0,
             recv_queue: VecDeque::new(),
-            consumed: resume_after,
             resume_after,
             next_request: 1,
             pending: BTreeMap::new(),
@@ -168,8 +194,13 @@ impl<S: LogStore> Member<S> {
             next_join_ms: now_ms,
             pre_vote: None,
             proposed_ops: BTreeMap::new(),
+            forwarded: VecDeque::new(),
+            forwarded_set: BTreeSet::new(),
             leaving: false,
             removed: false,
+            was_primary: false,
+            lost_primary: false,
+            remerge_view: None,
             failed: None,
             info,
         };
@@ -205,6 +236,7 @@ impl<S: LogStore> Member<S> {
             leader: self.leader,
             term: self.raft.term(),
             view: self.applied.view.clone(),
+            history: self.applied.history,
             last_seqno: self.applied.seqno,
             recv_queue: self.recv_queue.len(),
             senders_paused: self.paused,
@@ -230,7 +262,15 @@ impl<S: LogStore> Member<S> {
         table.into_iter().collect()
     }
 
-    /// Flow control: `submit` refuses with `SubmitError::Paused` until `resume_senders`.
+    /// A member found at a seed address (`wsrep_cluster_address`): join requests go to it too.
+    pub fn add_seed(&mut self, id: MemberId) {
+        if id != self.info.id && self.seeds.insert(id) {
+            self.next_join_ms = self.now_ms;
+        }
+    }
+
+    /// Flow control: `submit` refuses with `SubmitError::Paused` until `resume_senders`
+    /// (messages are not paused: see `send_message`).
     pub fn pause_senders(&mut self) {
         self.paused = true;
     }
@@ -239,9 +279,10 @@ impl<S: LogStore> Member<S> {
         self.paused = false;
     }
 
-    /// Ordered events with seqnos in `from..=to` still held by the cache (serving a
+    /// Writesets and views with seqnos in `from..=to` still held by the cache (serving a
     /// catching-up member, Galera's IST donor side), replayed from the purge boundary so
-    /// seqnos and bytes are those delivered. `Err(oldest)` if `from` was purged.
+    /// seqnos and bytes are those delivered; messages are not state and are left out.
+    /// `Err(oldest)` if `from` was purged.
     pub fn cached_range(&self, from: Seqno, to: Seqno) -> Result<Vec<Delivered>, Seqno> {
         let mut state = self.store.boundary().clone();
         if from <= state.seqno {
@@ -250,7 +291,16 @@ impl<S: LogStore> Member<S> {
         let mut out = Vec::new();
         for index in state.position.index + 1..=self.applied.position.index {
             let Some(entry) = self.store.entry(index) else { break };
-            if let Some(d) = state.apply(&entry) {
+            let numbered = state.seqno;
+            let delivered = state.apply(&entry);
+            if delivered.is_none() && state.seqno > numbered && state.seqno >= from {
+                // Seqnos up to the genesis' base were never ordered by this cluster.
+                return Err(state.seqno + 1);
+            }
+            if let Some(d) = delivered {
+                if matches!(d.kind, DeliveredKind::Message { .. }) {
+                    continue;
+                }
                 if d.seqno > to {
                     break;
                 }
@@ -296,6 +346,7 @@ impl<S: LogStore> Member<S> {
         if self.raft.role() == Role::Leader {
             self.lead_membership();
         }
+        self.watch_primary();
         if now >= self.next_join_ms {
             self.next_join_ms = now + self.config.join_retry_ms;
             self.ask_membership();
@@ -324,9 +375,14 @@ impl<S: LogStore> Member<S> {
                 }
             }
             Body::Forward { request, data } => {
-                let op = Op::Writeset { origin: from, request, data };
-                if !(self.is_primary() && self.raft.role() == Role::Leader && self.propose(&op)) {
-                    self.send(from, Body::ForwardRefused { request });
+                self.order_forwarded(from, request, Op::Writeset { origin: from, request, data });
+            }
+            Body::ForwardMessage { request, data } => {
+                self.order_forwarded(from, request, Op::Message { origin: from, request, data });
+            }
+            Body::Remerge { view_id } => {
+                if self.applied.view.contains(from) {
+                    self.propose_remerge(from, view_id);
                 }
             }
             Body::ForwardRefused { request } => {
@@ -357,6 +413,13 @@ impl<S: LogStore> Member<S> {
                     && self.raft.is_voter(from)
                     && last >= self.raft.last_position();
                 self.send(from, Body::PreVoteReply { term, granted });
+                if term <= self.raft.term() {
+                    // The asker's term is stale. Without learning ours it could never win
+                    // a pre-vote here, while we might never win one there (its log may be
+                    // longer): tell it, as Raft messages do (found by the simulator).
+                    let message = RaftMessage::term_notice(self.info.id, self.raft.term());
+                    self.send(from, Body::Raft { message, payloads: Vec::new() });
+                }
             }
             Body::PreVoteReply { term, granted } => {
                 if let Some((asked, votes)) = self.pre_vote.as_mut() {
@@ -369,13 +432,25 @@ impl<S: LogStore> Member<S> {
         }
     }
 
-    /// Queues a writeset for ordering; its seqno arrives in `take_completions` and the
-    /// writeset itself in the delivery stream.
+    /// Queues a writeset for ordering; returns its request number. Its seqno arrives in
+    /// `take_completions` and the writeset itself in the delivery stream.
     pub fn submit(&mut self, data: Vec<u8>) -> Result<u64, SubmitError> {
+        self.order(data, false)
+    }
+
+    /// Queues an unnumbered message for ordering (`DeliveredKind::Message`); returns its
+    /// request number. Its completion carries the seqno it was ordered after. Queue and
+    /// size limits apply as to writesets, flow control does not: the provider's control
+    /// messages (state transfer, sync announcements) must pass while writesets are paused.
+    pub fn send_message(&mut self, data: Vec<u8>) -> Result<u64, SubmitError> {
+        self.order(data, true)
+    }
+
+    fn order(&mut self, data: Vec<u8>, unnumbered: bool) -> Result<u64, SubmitError> {
         if !self.is_primary() {
             return Err(SubmitError::NotPrimary);
         }
-        if self.paused {
+        if self.paused && !unnumbered {
             return Err(SubmitError::Paused);
         }
         if data.len() > self.config.max_writeset_bytes as usize {
@@ -384,9 +459,10 @@ impl<S: LogStore> Member<S> {
         if self.pending.len() >= self.config.max_pending_submits {
             return Err(SubmitError::QueueFull);
         }
-        let request = self.next_request;
-        let op = Op::Writeset { origin: self.info.id, request, data };
+        let (origin, request) = (self.info.id, self.next_request);
         if self.raft.role() == Role::Leader {
+            let op =
+                if unnumbered { Op::Message { origin, request, data } } else { Op::Writeset { origin, request, data } };
             if !self.propose(&op) {
                 return Err(SubmitError::NotPrimary);
             }
@@ -394,8 +470,9 @@ impl<S: LogStore> Member<S> {
             let Some(leader) = self.leader else {
                 return Err(SubmitError::NotPrimary);
             };
-            let Op::Writeset { data, .. } = op else { unreachable!("built above") };
-            self.send(leader, Body::Forward { request, data });
+            let body =
+                if unnumbered { Body::ForwardMessage { request, data } } else { Body::Forward { request, data } };
+            self.send(leader, body);
         }
         self.next_request += 1;
         self.pending.insert(request, self.now_ms + self.config.submit_timeout_ms);
@@ -415,10 +492,7 @@ impl<S: LogStore> Member<S> {
     }
 
     pub fn pop_delivered(&mut self) -> Option<Delivered> {
-        let d = self.recv_queue.pop_front();
-        if let Some(d) = &d {
-            self.consumed = d.seqno;
-        }
+        let d = self.recv_queue.pop_front().map(|(_, d)| d);
         if d.is_some() && self.recv_queue.len() + 1 >= self.config.recv_queue_limit {
             // Room again: apply what waited for it on the next flush.
             self.apply_committed();
@@ -519,13 +593,7 @@ impl<S: LogStore> Member<S> {
             .collect()
     }
 
-    fn receive_raft(
-        &mut self,
-        from: MemberId,
-        raft: crate::raft::RaftMessage,
-        payloads: Vec<Vec<u8>>,
-        leader_primary: bool,
-    ) {
+    fn receive_raft(&mut self, from: MemberId, raft: RaftMessage, payloads: Vec<Vec<u8>>, leader_primary: bool) {
         if raft.is_vote_request() && (self.leader_alive(from) || !self.raft.is_voter(from)) {
             // A member still hearing a live leader ignores campaigns (Raft §4.2.3).
             return;
@@ -561,6 +629,47 @@ impl<S: LogStore> Member<S> {
         }
     }
 
+    /// A writeset or message from a follower: ordered if we are a primary leader.
+    fn order_forwarded(&mut self, from: MemberId, request: u64, op: Op) {
+        if self.forwarded_set.contains(&(from, request)) {
+            return;
+        }
+        if !(self.is_primary() && self.raft.role() == Role::Leader && self.propose(&op)) {
+            self.send(from, Body::ForwardRefused { request });
+            return;
+        }
+        self.forwarded.push_back((from, request));
+        self.forwarded_set.insert((from, request));
+        if self.forwarded.len() > self.config.max_pending_submits {
+            let oldest = self.forwarded.pop_front().expect("not empty");
+            self.forwarded_set.remove(&oldest);
+        }
+    }
+
+    /// Leader: a new view for `view_id`, unless a newer view already replaced it.
+    fn propose_remerge(&mut self, asker: MemberId, view_id: u64) {
+        if view_id == self.applied.view.view_id && self.is_primary() && self.may_propose_for(asker) {
+            self.propose(&Op::Remerge { view_id });
+        }
+    }
+
+    /// Galera delivers a new view whenever a member regains the primary component; so a
+    /// member back in it after losing it (or restarting) asks for one until some view
+    /// replaces the one it came back to. See docs/design/group-remerge-view.md.
+    fn watch_primary(&mut self) {
+        let primary = self.is_primary();
+        self.lost_primary |= self.was_primary && !primary;
+        if primary && self.lost_primary {
+            self.lost_primary = false;
+            self.remerge_view = Some(self.applied.view.view_id);
+            self.next_join_ms = self.now_ms;
+        }
+        if self.remerge_view.is_some_and(|v| v != self.applied.view.view_id) {
+            self.remerge_view = None;
+        }
+        self.was_primary = primary;
+    }
+
     fn is_known(&self, id: MemberId) -> bool {
         self.applied.directory.contains_key(&id) || self.seeds.contains(&id) || self.raft.is_voter(id)
     }
@@ -591,7 +700,7 @@ impl<S: LogStore> Member<S> {
         }
     }
 
-    fn send_raft(&mut self, to: MemberId, mut message: crate::raft::RaftMessage) {
+    fn send_raft(&mut self, to: MemberId, mut message: RaftMessage) {
         let term = self.raft.term();
         let commit = message.commit_index().unwrap_or(0);
         if let (Some(sent), Some((first, _))) = (self.sent_upto.get(&to), message.entries().first()) {
@@ -672,8 +781,16 @@ impl<S: LogStore> Member<S> {
                 break;
             };
             let size = entry.size_bytes();
-            if let Some(delivered) = self.applied.apply(&entry) {
-                self.deliver(delivered);
+            let (index, numbered) = (entry.position.index, self.applied.seqno);
+            match self.applied.apply(&entry) {
+                Some(delivered) => self.deliver(index, delivered),
+                // The genesis moved numbering to its base: what precedes was never ordered
+                // here, so an application below it needs a state transfer.
+                None if self.applied.seqno > numbered => {
+                    let seqno = self.applied.seqno;
+                    self.deliver(index, Delivered { seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() });
+                }
+                None => {}
             }
             self.checkpoint_bytes += size;
             if self.checkpoint_bytes >= self.config.gcache_bytes / 8 {
@@ -683,15 +800,28 @@ impl<S: LogStore> Member<S> {
         }
     }
 
-    fn deliver(&mut self, delivered: Delivered) {
-        if let DeliveredKind::Writeset { origin, request } = delivered.kind {
+    fn deliver(&mut self, index: u64, delivered: Delivered) {
+        if let DeliveredKind::Writeset { origin, request } | DeliveredKind::Message { origin, request } = delivered.kind
+        {
             if origin == self.info.id && self.pending.remove(&request).is_some() {
                 self.completions.push((request, Ok(delivered.seqno)));
             }
         }
-        if delivered.seqno > self.resume_after {
-            self.recv_queue.push_back(delivered);
+        // After a restart, what the application applied is not queued again. A message at
+        // seqno `resume_after` was ordered after that seqno's entry, so it is queued (maybe
+        // again: messages are at-least-once). See docs/design/group-unnumbered-messages.md.
+        let queued = match delivered.kind {
+            DeliveredKind::Message { .. } => delivered.seqno >= self.resume_after,
+            _ => delivered.seqno > self.resume_after,
+        };
+        if queued {
+            self.recv_queue.push_back((index, delivered));
         }
+    }
+
+    /// Every delivery made by entries up to this index is in the application's hands.
+    fn handed_over(&self) -> u64 {
+        self.recv_queue.front().map_or(self.applied.position.index, |(index, _)| index.saturating_sub(1))
     }
 
     /// Galera's gcache: drop the oldest applied entries beyond `gcache_bytes`.
@@ -703,7 +833,7 @@ impl<S: LogStore> Member<S> {
             if boundary.position.index < self.store.first_index() {
                 continue;
             }
-            if boundary.seqno > self.consumed {
+            if boundary.position.index > self.handed_over() {
                 // The application has not taken these yet: a crash now would need them.
                 self.checkpoints.push_front(boundary);
                 break;
@@ -732,15 +862,21 @@ impl<S: LogStore> Member<S> {
             self.failed = Some(e.to_string());
             return;
         }
-        log::warn!("{}: seqnos up to {} are not retained by {from}: state transfer needed", self.info.id, state.seqno);
+        log::warn!("{}: the order up to seqno {} is not retained by {from}: skipping it", self.info.id, state.seqno);
         // Our own writesets in the skipped range cannot be matched to seqnos any more.
         for (request, _) in std::mem::take(&mut self.pending) {
             self.completions.push((request, Err(SubmitError::Unknown)));
         }
-        let seqno = state.seqno;
+        let (index, seqno) = (state.position.index, state.seqno);
         self.applied = state;
         self.checkpoints.clear();
-        self.recv_queue.push_back(Delivered { seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() });
+        // Skipped: numbered events up to `seqno` and maybe messages after it (a boundary
+        // may fall among them), so the gap may repeat the last seqno delivered. Below
+        // `resume_after` none of it would have been delivered.
+        if seqno >= self.resume_after {
+            let gap = Delivered { seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() };
+            self.recv_queue.push_back((index, gap));
+        }
     }
 
     fn is_primary(&self) -> bool {
@@ -795,6 +931,13 @@ impl<S: LogStore> Member<S> {
             }
             Body::Leave
         } else if self.is_primary() {
+            if let Some(view_id) = self.remerge_view {
+                match self.leader {
+                    Some(leader) if leader == me => self.propose_remerge(me, view_id),
+                    Some(leader) => self.send(leader, Body::Remerge { view_id }),
+                    None => {}
+                }
+            }
             return;
         } else {
             Body::Join(self.info.clone())
@@ -917,5 +1060,73 @@ fn kind_of(payload: &Payload) -> EntryKind {
         Payload::LeaderChange => EntryKind::LeaderChange,
         Payload::Membership(m) => EntryKind::Membership(m.clone()),
         Payload::Command(_) => EntryKind::Command,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::MemoryStore;
+
+    fn info(id: u64) -> MemberInfo {
+        MemberInfo { id: MemberId(id), name: format!("n{id}"), address: String::new(), incoming_address: String::new() }
+    }
+
+    /// Runs a lone member until `until_ms`, returning what it delivered meanwhile.
+    fn run(m: &mut Member<MemoryStore>, from_ms: u64, until_ms: u64) -> Vec<(Seqno, DeliveredKind)> {
+        let mut out = Vec::new();
+        for now in (from_ms..until_ms).step_by(10) {
+            m.tick(now);
+            m.flush();
+            m.take_outbox();
+            while let Some(d) = m.pop_delivered() {
+                out.push((d.seqno, d.kind));
+            }
+        }
+        out
+    }
+
+    fn view(view_id: u64) -> DeliveredKind {
+        DeliveredKind::View(View { view_id, members: vec![info(1)] })
+    }
+
+    #[test]
+    fn numbering_from_the_genesis_messages_without_seqnos_and_the_resume_rule() {
+        let genesis = Genesis { history: [9; 16], base_seqno: 100 };
+        let config = GroupConfig::new("t");
+        let mut m = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), genesis, 0);
+        // The application is at the base: the first delivery is the first view, after it.
+        assert_eq!(run(&mut m, 0, 100), [(101, view(1))]);
+        assert_eq!((m.status().history, m.status().primary), ([9; 16], true));
+
+        let w1 = m.submit(b"w1".to_vec()).unwrap();
+        let m1 = m.send_message(b"m1".to_vec()).unwrap();
+        m.pause_senders();
+        assert_eq!(m.submit(b"paused".to_vec()), Err(SubmitError::Paused));
+        let m2 = m.send_message(b"m2 passes flow control".to_vec()).unwrap();
+        m.resume_senders();
+        let w2 = m.submit(b"w2".to_vec()).unwrap();
+        let msg = |request| DeliveredKind::Message { origin: MemberId(1), request };
+        let ws = |request| DeliveredKind::Writeset { origin: MemberId(1), request };
+        assert_eq!(run(&mut m, 100, 200), [(102, ws(w1)), (102, msg(m1)), (102, msg(m2)), (103, ws(w2))]);
+        let completions: BTreeMap<u64, Result<Seqno, SubmitError>> = m.take_completions().into_iter().collect();
+        assert_eq!(completions, [(w1, Ok(102)), (m1, Ok(102)), (m2, Ok(102)), (w2, Ok(103))].into());
+        // The cache serves writesets and views only, and nothing below the genesis' base.
+        let served: Vec<Seqno> = m.cached_range(101, 200).unwrap().iter().map(|d| d.seqno).collect();
+        assert_eq!(served, [101, 102, 103]);
+        assert_eq!(m.cached_range(50, 200).unwrap_err(), 101);
+
+        // Restarted after seqno 102: its writeset is not delivered again, the messages
+        // ordered after it are; and back in the primary component it gets a new view.
+        assert_eq!(Member::known_members(m.store()), [info(1)]);
+        let mut r = Member::restart(info(1), config.clone(), m.into_store(), &[], 0, 102);
+        let again = run(&mut r, 0, 5_000);
+        assert_eq!(again, [(102, msg(m1)), (102, msg(m2)), (103, ws(w2)), (104, view(2))]);
+        // Replayed from the start, as a member joining later receives the log: it learns
+        // the history and is told that seqnos up to the base were never ordered here.
+        let mut j = Member::restart(info(1), config, r.into_store(), &[], 0, 0);
+        let replay = run(&mut j, 0, 5_000);
+        assert_eq!(replay[..2], [(100, DeliveredKind::StateGap), (101, view(1))]);
+        assert_eq!(j.status().history, [9; 16]);
     }
 }

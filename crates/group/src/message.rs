@@ -30,6 +30,11 @@ pub enum Body {
         request: u64,
         data: Vec<u8>,
     },
+    /// An unnumbered message for the leader to order on behalf of the sender.
+    ForwardMessage {
+        request: u64,
+        data: Vec<u8>,
+    },
     /// The receiver is not a primary leader: the request was not ordered.
     ForwardRefused {
         request: u64,
@@ -51,6 +56,10 @@ pub enum Body {
     },
     /// The sender no longer retains what the receiver needs: continue from this state.
     Snapshot(AppliedState),
+    /// The sender is back in the primary component at view `view_id`: please order a new view.
+    Remerge {
+        view_id: u64,
+    },
 }
 
 const BODY_RAFT: u8 = 1;
@@ -62,6 +71,8 @@ const BODY_SNAPSHOT: u8 = 6;
 const BODY_REMOVED: u8 = 7;
 const BODY_PRE_VOTE: u8 = 8;
 const BODY_PRE_VOTE_REPLY: u8 = 9;
+const BODY_FORWARD_MESSAGE: u8 = 10;
+const BODY_REMERGE: u8 = 11;
 
 impl Message {
     pub fn encode(&self) -> Vec<u8> {
@@ -81,6 +92,9 @@ impl Message {
             }
             Body::Forward { request, data } => {
                 w.u8(BODY_FORWARD).u64(*request).bytes(data);
+            }
+            Body::ForwardMessage { request, data } => {
+                w.u8(BODY_FORWARD_MESSAGE).u64(*request).bytes(data);
             }
             Body::ForwardRefused { request } => {
                 w.u8(BODY_FORWARD_REFUSED).u64(*request);
@@ -106,6 +120,9 @@ impl Message {
                 w.u8(BODY_SNAPSHOT);
                 state.encode(&mut w);
             }
+            Body::Remerge { view_id } => {
+                w.u8(BODY_REMERGE).u64(*view_id);
+            }
         }
         w.bytes
     }
@@ -128,6 +145,7 @@ impl Message {
                 Body::Raft { message, payloads }
             }
             BODY_FORWARD => Body::Forward { request: r.u64()?, data: r.bytes()? },
+            BODY_FORWARD_MESSAGE => Body::ForwardMessage { request: r.u64()?, data: r.bytes()? },
             BODY_FORWARD_REFUSED => Body::ForwardRefused { request: r.u64()? },
             BODY_JOIN => Body::Join(MemberInfo::decode(&mut r)?),
             BODY_LEAVE => Body::Leave,
@@ -135,6 +153,7 @@ impl Message {
             BODY_PRE_VOTE => Body::PreVote { term: r.u64()?, last: Position::decode(&mut r)? },
             BODY_PRE_VOTE_REPLY => Body::PreVoteReply { term: r.u64()?, granted: r.bool()? },
             BODY_SNAPSHOT => Body::Snapshot(AppliedState::decode(&mut r)?),
+            BODY_REMERGE => Body::Remerge { view_id: r.u64()? },
             _ => return Err(DecodeError("unknown message body")),
         };
         r.finish()?;
@@ -158,6 +177,7 @@ mod tests {
         sim.run_for(3_000).unwrap();
         for k in 0..20 {
             sim.submit(MemberId(1 + k % 3), vec![k as u8; 40]);
+            sim.send_message(MemberId(1 + k % 3), vec![k as u8; 8]);
         }
         sim.capture_messages(true);
         sim.run_for(2_000).unwrap();

@@ -1,12 +1,12 @@
 //! A running member: the `Member` state machine driven by one thread, with the TCP
 //! transport and the on-disk cache at its edges. This is what the provider uses.
 
-use crate::cache::FileStore;
+use crate::cache::{FileStore, LogStore};
 use crate::config::GroupConfig;
 use crate::member::{Member, Status};
 use crate::message::{Body, Message};
 use crate::transport::Transport;
-use crate::types::{Delivered, MemberId, MemberInfo, Seqno, SubmitError};
+use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
@@ -26,24 +26,37 @@ const EVENTS_PER_ROUND: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     pub group: GroupConfig,
-    /// `info.address` is where the transport listens.
+    /// `info.address` is where peers reach this member; `info.id` should come from
+    /// [`load_or_create_member_id`](crate::load_or_create_member_id).
     pub info: MemberInfo,
-    /// The cache directory (`gcache.dir`).
+    /// Where the transport listens (`gmcast.listen_addr`, e.g. `0.0.0.0:4567`); often
+    /// `info.address` itself.
+    pub listen: String,
+    /// The cache directory (`gcache.dir`); may be MariaDB's datadir (the cache is only
+    /// top-level `lockstep.cache.*` files).
     pub data_dir: PathBuf,
     /// Sync the cache before acknowledging (off only for benchmarks and tests).
     pub fsync: bool,
-    /// Start a new cluster (`--wsrep-new-cluster`) instead of joining `peers`.
-    pub bootstrap: bool,
-    /// Known members and their transport addresses (`wsrep_cluster_address`).
-    pub peers: Vec<(MemberId, String)>,
+    /// Start a new cluster (`--wsrep-new-cluster`) from this history and base seqno
+    /// instead of joining `peers`. An existing cache is discarded: it belonged to an
+    /// earlier cluster.
+    pub bootstrap: Option<Genesis>,
+    /// Transport addresses (`host:port`) of members to join through
+    /// (`wsrep_cluster_address`); their ids are learned from their handshake, and our own
+    /// address may appear among them.
+    pub peers: Vec<String>,
     /// On restart: the last seqno the application applied durably; the cache re-delivers
-    /// from the one after (or a `StateGap` if it no longer holds it).
+    /// from the one after (or a `StateGap` if it no longer holds it). Ignored by a
+    /// bootstrap (its application is at the genesis' base seqno) and a first join.
     pub resume_after: Seqno,
 }
 
 enum Event {
     Incoming(Message),
+    /// A seed address answered as this member.
+    Seed(MemberId),
     Submit(Vec<u8>, Sender<Result<Seqno, SubmitError>>),
+    SendMessage(Vec<u8>, Sender<Result<Seqno, SubmitError>>),
     Leave,
     ReadCache(Seqno, Seqno, Sender<Result<Vec<Delivered>, Seqno>>),
     Pause,
@@ -69,16 +82,18 @@ pub struct GroupNode {
 impl GroupNode {
     pub fn start(config: NodeConfig) -> io::Result<Self> {
         let segment_bytes = (config.group.gcache_bytes / 8).max(1 << 20);
+        if config.bootstrap.is_some() && FileStore::wipe(&config.data_dir)? {
+            log::info!("{}: bootstrapping a new cluster: the old cache was discarded", config.info.id);
+        }
         let store = FileStore::open(&config.data_dir, config.fsync, segment_bytes)?;
-        let now = 0;
-        let seeds: Vec<MemberId> = config.peers.iter().map(|(id, _)| *id).collect();
-        let fresh = crate::cache::LogStore::last_index(&store) == 0;
-        let mut member = if !fresh {
-            Member::restart(config.info.clone(), config.group.clone(), store, &seeds, now, config.resume_after)
-        } else if config.bootstrap {
-            Member::bootstrap(config.info.clone(), config.group.clone(), store, now)
-        } else {
-            Member::join(config.info.clone(), config.group.clone(), store, &seeds, now)
+        // Besides the seed addresses, a restarted member asks every member its cache names.
+        let known = Member::known_members(&store);
+        let known_ids: Vec<MemberId> = known.iter().map(|m| m.id).collect();
+        let (info, group, now) = (config.info.clone(), config.group.clone(), 0);
+        let mut member = match config.bootstrap {
+            Some(genesis) => Member::bootstrap(info, group, store, genesis, now),
+            None if store.last_index() == 0 => Member::join(info, group, store, &[], now),
+            None => Member::restart(info, group, store, &known_ids, now, config.resume_after),
         };
         let jitter = Instant::now().elapsed().as_nanos() as u64;
         member.set_rng_seed(std::process::id() as u64 ^ jitter ^ config.info.id.0 << 40);
@@ -88,14 +103,20 @@ impl GroupNode {
         let transport = Arc::new(Transport::start(
             config.info.id,
             &config.group.cluster_name,
-            &config.info.address,
+            &config.listen,
             config.group.max_record_bytes(),
             move |m| {
                 let _ = incoming.lock().expect("not poisoned").send(Event::Incoming(m));
             },
         )?);
-        for (id, address) in &config.peers {
-            transport.set_address(*id, address);
+        for m in &known {
+            transport.set_address(m.id, &m.address);
+        }
+        for address in &config.peers {
+            let found = events.clone();
+            transport.discover(address, move |id| {
+                let _ = found.send(Event::Seed(id));
+            });
         }
         let (delivered_tx, deliveries) = mpsc::sync_channel(DELIVERY_QUEUE);
         let shared = Arc::new(Mutex::new(Shared { status: member.status(), queue_lengths: member.queue_lengths() }));
@@ -125,8 +146,17 @@ impl GroupNode {
         rx
     }
 
-    /// The next event of the total order (writeset, view or state gap), waiting up to
-    /// `timeout`. Until it is taken, it counts in this member's receive queue.
+    /// Orders an unnumbered message (delivered everywhere as `DeliveredKind::Message`,
+    /// taking no seqno); the channel gets the seqno it was ordered after. Flow control does
+    /// not pause messages.
+    pub fn send_message(&self, data: Vec<u8>) -> Receiver<Result<Seqno, SubmitError>> {
+        let (tx, rx) = mpsc::channel();
+        let _ = self.events.send(Event::SendMessage(data, tx));
+        rx
+    }
+
+    /// The next event of the total order (writeset, message, view or state gap), waiting
+    /// up to `timeout`. Until it is taken, it counts in this member's receive queue.
     pub fn recv_delivered(&self, timeout: Duration) -> Option<Delivered> {
         self.deliveries.lock().expect("not poisoned").recv_timeout(timeout).ok()
     }
@@ -234,14 +264,15 @@ impl Driver {
                 }
                 self.member.receive(message);
             }
-            Event::Submit(data, reply) => match self.member.submit(data) {
-                Ok(request) => {
-                    self.replies.insert(request, reply);
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                }
-            },
+            Event::Seed(id) => self.member.add_seed(id),
+            Event::Submit(data, reply) => {
+                let request = self.member.submit(data);
+                self.await_reply(request, reply);
+            }
+            Event::SendMessage(data, reply) => {
+                let request = self.member.send_message(data);
+                self.await_reply(request, reply);
+            }
             Event::Leave => self.member.leave(),
             Event::ReadCache(from, to, reply) => {
                 let _ = reply.send(self.member.cached_range(from, to));
@@ -253,12 +284,23 @@ impl Driver {
         true
     }
 
+    fn await_reply(&mut self, request: Result<u64, SubmitError>, reply: Sender<Result<Seqno, SubmitError>>) {
+        match request {
+            Ok(request) => {
+                self.replies.insert(request, reply);
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
     fn hand_over_deliveries(&mut self) {
         loop {
             let Some(d) = self.held.take().or_else(|| self.member.pop_delivered()) else {
                 return;
             };
-            if let crate::types::DeliveredKind::View(view) = &d.kind {
+            if let DeliveredKind::View(view) = &d.kind {
                 for m in &view.members {
                     self.transport.set_address(m.id, &m.address);
                 }

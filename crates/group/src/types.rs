@@ -3,8 +3,18 @@
 use crate::codec::{DecodeError, Reader, Writer};
 use std::fmt;
 
-/// Global sequence number: dense, from 1, identical on every member of the primary component.
+/// Global sequence number: dense, from the genesis' `base_seqno + 1`, identical on every
+/// member of the primary component.
 pub type Seqno = u64;
+
+/// What a new cluster starts from (Galera's group state id at bootstrap): the history
+/// UUID and the seqno the bootstrapping database is at. It is the first command of the log,
+/// so every member, including one that joins much later, numbers from it alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Genesis {
+    pub history: [u8; 16],
+    pub base_seqno: Seqno,
+}
 
 /// Stable identity of a member (one per node, kept across restarts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -75,9 +85,15 @@ pub enum DeliveredKind {
     Writeset { origin: MemberId, request: u64 },
     /// A new view of the primary component; `bytes` holds its encoding.
     View(View),
+    /// An unnumbered message sent by `origin` as its request number `request`, ordered with
+    /// everything else but taking no seqno: `seqno` is the last one assigned before it, so
+    /// everything up to that seqno precedes it and everything after follows it.
+    Message { origin: MemberId, request: u64 },
     /// Seqnos up to and including this one were ordered while this member was away and
-    /// are no longer retained by any peer it reached: the application needs a state
-    /// transfer (Galera's SST) before it can apply what follows.
+    /// are no longer retained by any peer it reached: an application below this seqno
+    /// needs a state transfer (Galera's SST) before it can apply what follows. Messages
+    /// ordered in that stretch are lost too, so the gap may repeat the seqno last delivered
+    /// (then only messages were missed and no transfer is needed).
     StateGap,
 }
 
@@ -96,7 +112,7 @@ pub enum SubmitError {
     NotPrimary,
     /// Local senders are paused by flow control.
     Paused,
-    /// Larger than `max_writeset_bytes`.
+    /// Larger than `max_writeset_bytes` (messages too).
     TooLarge,
     /// Too many submissions are waiting for their seqno.
     QueueFull,

@@ -67,4 +67,10 @@ pub trait Application: Send + Sync {
     fn view(&self, recv: RecvCtx, view: &View) -> Result<(), CallbackFailed>;
     fn synced(&self) -> Result<(), CallbackFailed>;
     fn apply(&self, recv: RecvCtx, request: &ApplyRequest<'_>) -> Result<Applied, CallbackFailed>;
+    /// Joiner: prepare to receive a state transfer; returns the request for the donor
+    /// (`<method>\0<address>\0`, or `trivial\0`, or empty when only IST is acceptable).
+    fn sst_request(&self) -> Result<Vec<u8>, CallbackFailed>;
+    /// Donor: start sending state `state_id` as `request` asks; must not block for the
+    /// transfer (the result comes back through `Provider::sst_sent`).
+    fn sst_donate(&self, recv: RecvCtx, request: &[u8], state_id: Gtid, bypass: bool) -> Result<(), CallbackFailed>;
 }

@@ -4,20 +4,31 @@
 //!
 //! On open, a torn or corrupt tail (a crash mid-write) is cut off at the last whole
 //! record: what was not synced may be lost, what was synced never is.
+//!
+//! The directory may be MariaDB's datadir: the cache is only top-level files named
+//! `lockstep.cache.*` (plus `lockstep.member-id`), never a subdirectory, and every other
+//! file is left alone. MariaDB's rsync SST copies the datadir's subdirectories and skips
+//! its top-level files, so a state transfer never carries a donor's cache or identity.
+//! See docs/design/group-cache-in-datadir.md.
 
 use super::{Entry, LogStore};
 use crate::codec::{Reader, Writer};
 use crate::raft::HardState;
 use crate::record::{self, RecordKind};
 use crate::state::AppliedState;
+use crate::types::MemberId;
 use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-const HARD_STATE_FILE: &str = "hardstate";
-const BOUNDARY_FILE: &str = "boundary";
+/// Every cache file's name starts with this.
+const CACHE_PREFIX: &str = "lockstep.cache.";
+const HARD_STATE_FILE: &str = "lockstep.cache.hardstate";
+const BOUNDARY_FILE: &str = "lockstep.cache.boundary";
 const SEGMENT_SUFFIX: &str = ".seg";
+/// Not part of the cache: discarding the cache keeps the member's identity.
+const MEMBER_ID_FILE: &str = "lockstep.member-id";
 /// Largest record the cache reads back; bigger means corruption.
 const RECORD_LIMIT_BYTES: u32 = 1 << 30;
 
@@ -77,7 +88,7 @@ impl FileStore {
             .filter_map(|e| e.ok())
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                name.strip_suffix(SEGMENT_SUFFIX)?.parse().ok()
+                name.strip_prefix(CACHE_PREFIX)?.strip_suffix(SEGMENT_SUFFIX)?.parse().ok()
             })
             .collect();
         numbers.sort_unstable();
@@ -126,7 +137,7 @@ impl FileStore {
     }
 
     fn segment_path(&self, number: u64) -> PathBuf {
-        self.dir.join(format!("{number:012}{SEGMENT_SUFFIX}"))
+        self.dir.join(format!("{CACHE_PREFIX}{number:012}{SEGMENT_SUFFIX}"))
     }
 
     fn truncate_memory(&mut self, after: u64) {
@@ -154,6 +165,60 @@ impl FileStore {
             self.segments.push_back(Segment { number, file, bytes: 0, last_index: self.last_index() });
         }
         Ok(self.segments.back_mut().expect("just ensured"))
+    }
+}
+
+impl FileStore {
+    /// Deletes the cache in `dir` (a bootstrap discards it), segments first so an
+    /// interrupted wipe leaves no entries behind a missing boundary. Other files, the
+    /// member id included, stay. Returns whether there was anything to delete.
+    pub fn wipe(dir: &Path) -> io::Result<bool> {
+        let names = match fs::read_dir(dir) {
+            Ok(entries) => entries.filter_map(|e| e.ok()?.file_name().into_string().ok()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let mut names: Vec<String> = names.filter(|n| n.starts_with(CACHE_PREFIX)).collect();
+        names.sort_by_key(|n| !n.ends_with(SEGMENT_SUFFIX));
+        for name in &names {
+            fs::remove_file(dir.join(name))?;
+        }
+        Ok(!names.is_empty())
+    }
+}
+
+/// This member's id: drawn at random on first use and kept in `dir` (`lockstep.member-id`),
+/// so restarts, and a bootstrap that discards the cache, keep the member's identity.
+pub fn load_or_create_member_id(dir: &Path) -> io::Result<MemberId> {
+    let path = dir.join(MEMBER_ID_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => match text.trim().parse::<u64>() {
+            Ok(id) if id != 0 => Ok(MemberId(id)),
+            _ => Err(io::Error::new(io::ErrorKind::InvalidData, format!("{} holds no member id", path.display()))),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir)?;
+            let id = random_member_id();
+            replace_file(dir, MEMBER_ID_FILE, format!("{}\n", id.0).as_bytes(), true)?;
+            Ok(id)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Random, non-zero and below 2^63 (the vote file stores an id plus one). std's hasher
+/// keys come from the OS's random source.
+fn random_member_id() -> MemberId {
+    use std::hash::{BuildHasher, Hasher};
+    loop {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        h.write_u128(now.as_nanos());
+        h.write_u32(std::process::id());
+        let id = h.finish() >> 1;
+        if id != 0 {
+            return MemberId(id);
+        }
     }
 }
 
@@ -185,11 +250,15 @@ fn read_single(path: &Path, kind: RecordKind) -> io::Result<Option<Vec<u8>>> {
     Ok(Some(body.to_vec()))
 }
 
-/// Replaces a small file atomically: write aside, sync, rename, sync the directory.
 fn write_single(dir: &Path, name: &str, kind: RecordKind, body: &[u8], fsync: bool) -> io::Result<()> {
+    replace_file(dir, name, &record::encode(kind, body), fsync)
+}
+
+/// Replaces a small file atomically: write aside, sync, rename, sync the directory.
+fn replace_file(dir: &Path, name: &str, bytes: &[u8], fsync: bool) -> io::Result<()> {
     let aside = dir.join(format!("{name}.new"));
     let mut file = File::create(&aside)?;
-    file.write_all(&record::encode(kind, body))?;
+    file.write_all(bytes)?;
     if fsync {
         file.sync_data()?;
     }
@@ -314,7 +383,6 @@ mod tests {
     use super::*;
     use crate::cache::Payload;
     use crate::raft::Position;
-    use crate::types::MemberId;
 
     fn e(index: u64, term: u64, len: usize) -> Entry {
         Entry { position: Position { term, index }, payload: Payload::Command(vec![index as u8; len]) }
@@ -359,6 +427,59 @@ mod tests {
         assert_eq!(s.entry(31), Some(e(31, 2, 5000)));
         assert_eq!(s.entry(20), None);
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn shares_a_directory_as_prefixed_top_level_files_and_wipes_only_those() {
+        let dir = temp_dir("datadir");
+        fs::create_dir_all(dir.join("mysql")).unwrap();
+        fs::write(dir.join("ibdata1"), b"innodb").unwrap();
+        fs::write(dir.join("mysql").join("7.seg"), b"not ours").unwrap();
+        fs::write(dir.join("000000000001.seg"), b"not ours either").unwrap();
+        let id = load_or_create_member_id(&dir).unwrap();
+        assert!(id.0 != 0 && id.0 < 1 << 63);
+        {
+            let mut s = FileStore::open(&dir, true, 1 << 16).unwrap();
+            s.save_hard_state(HardState { term: 2, voted_for: Some(id) }).unwrap();
+            s.append(0, (1..=30).map(|i| e(i, 1, 5000)).collect()).unwrap();
+            s.sync().unwrap();
+            s.purge(AppliedState { position: Position { term: 1, index: 5 }, seqno: 4, ..Default::default() }).unwrap();
+        }
+        let mut names: Vec<String> =
+            fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        let ours: Vec<&String> = names.iter().filter(|n| n.starts_with("lockstep.")).collect();
+        assert!(ours.len() > 3, "{names:?}");
+        assert!(ours.iter().all(|n| dir.join(n).is_file()), "only top-level files: {names:?}");
+        let s = FileStore::open(&dir, true, 1 << 16).unwrap();
+        assert_eq!((s.first_index(), s.last_index(), s.boundary().seqno), (6, 30, 4));
+        drop(s);
+
+        assert!(FileStore::wipe(&dir).unwrap());
+        assert!(!FileStore::wipe(&dir).unwrap());
+        let mut left: Vec<String> =
+            fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["000000000001.seg", "ibdata1", "lockstep.member-id", "mysql"]);
+        assert_eq!(fs::read(dir.join("mysql").join("7.seg")).unwrap(), b"not ours");
+        assert_eq!(load_or_create_member_id(&dir).unwrap(), id);
+        let s = FileStore::open(&dir, true, 1 << 16).unwrap();
+        assert_eq!((s.last_index(), s.hard_state()), (0, HardState::default()));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn member_ids_are_random_and_a_damaged_id_file_is_an_error() {
+        let (a, b) = (temp_dir("id-a"), temp_dir("id-b"));
+        let id = load_or_create_member_id(&a).unwrap();
+        assert_ne!(id, load_or_create_member_id(&b).unwrap());
+        assert_eq!(fs::read_to_string(a.join(MEMBER_ID_FILE)).unwrap(), format!("{}\n", id.0));
+        fs::write(a.join(MEMBER_ID_FILE), "0\n").unwrap();
+        assert!(load_or_create_member_id(&a).is_err());
+        fs::write(a.join(MEMBER_ID_FILE), "m1").unwrap();
+        assert!(load_or_create_member_id(&a).is_err());
+        fs::remove_dir_all(&a).unwrap();
+        fs::remove_dir_all(&b).unwrap();
     }
 
     #[test]

@@ -6,7 +6,7 @@
 mod file;
 mod memory;
 
-pub use file::FileStore;
+pub use file::{load_or_create_member_id, FileStore};
 pub use memory::MemoryStore;
 
 use crate::codec::{DecodeError, Reader, Writer};

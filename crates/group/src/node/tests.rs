@@ -1,29 +1,43 @@
 use super::*;
+use crate::cache::load_or_create_member_id;
 use crate::types::DeliveredKind;
+use std::path::Path;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn config(id: u64, ports: &[u16], dir: &std::path::Path, bootstrap: bool) -> NodeConfig {
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lockstep-node-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Member `n` of a cluster on `ports`, its id from its directory, its peers by address only
+/// (its own among them, as in a `gcomm://a,b,c` shared by every member).
+fn config(n: usize, ports: &[u16], dir: &Path, bootstrap: Option<Genesis>, resume_after: Seqno) -> NodeConfig {
     let mut group = GroupConfig::new("test-cluster");
     group.election_timeout_min_ms = 300;
     group.election_timeout_max_ms = 600;
     group.heartbeat_interval_ms = 50;
     group.join_retry_ms = 200;
+    group.suspect_timeout_ms = 1_000;
+    group.inactive_timeout_ms = 2_000;
+    let data_dir = dir.join(format!("node{n}"));
     NodeConfig {
         group,
         info: MemberInfo {
-            id: MemberId(id),
-            name: format!("node{id}"),
-            address: format!("127.0.0.1:{}", ports[id as usize - 1]),
+            id: load_or_create_member_id(&data_dir).unwrap(),
+            name: format!("node{n}"),
+            address: format!("127.0.0.1:{}", ports[n - 1]),
             incoming_address: String::new(),
         },
-        data_dir: dir.join(format!("node{id}")),
+        listen: format!("0.0.0.0:{}", ports[n - 1]),
+        data_dir,
         fsync: false,
         bootstrap,
-        peers: ports.iter().enumerate().map(|(i, p)| (MemberId(i as u64 + 1), format!("127.0.0.1:{p}"))).collect(),
-        resume_after: 0,
+        peers: ports.iter().map(|p| format!("localhost:{p}")).collect(),
+        resume_after,
     }
 }
 
@@ -35,56 +49,97 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Deliveries up to and including seqno `last`, as (seqno, kind, bytes).
+fn deliveries_until(node: &GroupNode, last: Seqno) -> Vec<(Seqno, &'static str, Vec<u8>)> {
+    let mut out: Vec<(Seqno, &'static str, Vec<u8>)> = Vec::new();
+    while out.last().is_none_or(|(s, _, _)| *s < last) {
+        let d = node.recv_delivered(Duration::from_secs(10)).expect("a delivery");
+        let kind = match d.kind {
+            DeliveredKind::Writeset { .. } => "writeset",
+            DeliveredKind::Message { .. } => "message",
+            DeliveredKind::View(_) => "view",
+            DeliveredKind::StateGap => "gap",
+        };
+        out.push((d.seqno, kind, d.bytes));
+    }
+    out
+}
+
 #[test]
-fn three_nodes_over_tcp_order_writesets_and_survive_a_restart() {
-    let dir = std::env::temp_dir().join(format!("lockstep-node-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+fn three_nodes_over_tcp_order_writesets_and_messages_and_an_evicted_member_rejoins() {
+    let dir = temp_dir("three");
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let genesis = Genesis { history: [7; 16], base_seqno: 1000 };
     let mut nodes: Vec<GroupNode> =
-        (1..=3).map(|id| GroupNode::start(config(id, &ports, &dir, id == 1)).unwrap()).collect();
+        (1..=3).map(|n| GroupNode::start(config(n, &ports, &dir, (n == 1).then_some(genesis), 0)).unwrap()).collect();
     wait_for("a view of three", || nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3));
+    assert!(nodes.iter().all(|n| n.status().history == genesis.history));
+
     let mut seqnos = Vec::new();
     for (i, node) in nodes.iter().enumerate() {
         seqnos.push(node.submit(format!("ws from {i}").into_bytes()).unwrap());
     }
-    assert!(seqnos.windows(2).all(|w| w[0] < w[1]), "{seqnos:?}");
-    let last = *seqnos.last().unwrap();
-    // Everyone delivers the same writesets at the same seqnos.
-    let histories: Vec<Vec<(Seqno, Vec<u8>)>> = nodes
-        .iter()
-        .map(|n| {
-            let mut h = Vec::new();
-            while h.last().map_or(0, |(s, _)| *s) < last {
-                let d = n.recv_delivered(Duration::from_secs(10)).unwrap();
-                if let DeliveredKind::Writeset { .. } = d.kind {
-                    h.push((d.seqno, d.bytes));
-                } else {
-                    h.push((d.seqno, Vec::new()));
-                }
-            }
-            h
-        })
-        .collect();
-    assert_eq!(histories[0], histories[1]);
-    assert_eq!(histories[1], histories[2]);
-    // The cache serves the same range back, as delivered.
-    let served: Vec<(Seqno, Vec<u8>)> = nodes[1]
-        .cached_range(1, last)
-        .unwrap()
-        .into_iter()
-        .map(|d| match d.kind {
-            DeliveredKind::Writeset { .. } => (d.seqno, d.bytes),
-            _ => (d.seqno, Vec::new()),
-        })
-        .collect();
-    assert_eq!(served, histories[0]);
+    let after = nodes[1].send_message(b"barrier".to_vec()).recv().unwrap().unwrap();
+    let last = nodes[2].submit(b"after the barrier".to_vec()).unwrap();
+    assert!(seqnos.windows(2).all(|w| w[0] < w[1]) && seqnos[0] > 1001, "{seqnos:?}");
+    assert!(after >= seqnos[2] && after < last, "message after {after}, writesets {seqnos:?} then {last}");
+    // Everyone delivers the same events at the same seqnos; numbering continues from the
+    // genesis (the first view is 1001) and the joiners are told they lack what precedes it.
+    let histories: Vec<_> = nodes.iter().map(|n| deliveries_until(n, last)).collect();
+    assert_eq!(histories[0][0].0, 1001);
+    for h in &histories[1..] {
+        assert_eq!(h[0], (1000, "gap", Vec::new()));
+        assert_eq!(h[1..], histories[0][..]);
+    }
+    assert!(histories[0].contains(&(after, "message", b"barrier".to_vec())));
+    // The cache serves writesets and views back as delivered, messages left out.
+    let served: Vec<(Seqno, Vec<u8>)> =
+        nodes[1].cached_range(1001, last).unwrap().into_iter().map(|d| (d.seqno, d.bytes)).collect();
+    let numbered: Vec<(Seqno, Vec<u8>)> =
+        histories[0].iter().filter(|(_, k, _)| *k != "message").map(|(s, _, b)| (*s, b.clone())).collect();
+    assert_eq!(served, numbered);
 
-    // Member 3 restarts from its cache and catches up on what it missed.
+    // Member 3 stays down past inactive_timeout: the others evict it. Restarted from its
+    // cache, no longer a voter, it joins again by itself: here with no seed but itself,
+    // through the members its cache names.
+    let id3 = nodes[2].status().id;
     drop(nodes.pop());
-    let more = nodes[0].submit(b"while 3 was down".to_vec()).unwrap();
-    nodes.push(GroupNode::start(config(3, &ports, &dir, false)).unwrap());
-    wait_for("member 3 to catch up", || nodes[2].status().last_seqno >= more);
-    assert!(nodes[2].status().view.members.len() == 3);
+    wait_for("member 3 evicted", || nodes[0].status().view.members.len() == 2);
+    let more = nodes[0].submit(b"while 3 was out".to_vec()).unwrap();
+    let mut restarted = config(3, &ports, &dir, None, last);
+    restarted.peers = vec![restarted.info.address.clone()];
+    nodes.push(GroupNode::start(restarted).unwrap());
+    assert_eq!(nodes[2].status().id, id3, "the member id survives the restart");
+    wait_for("member 3 back in the view", || {
+        nodes.iter().all(|n| n.status().primary && n.status().view.contains(id3) && n.status().view.members.len() == 3)
+    });
+    let resumed = deliveries_until(&nodes[2], more);
+    assert!(resumed[0].0 == last + 1, "resumes after {last}: {resumed:?}");
+    assert_eq!(resumed.last().unwrap(), &(more, "writeset", b"while 3 was out".to_vec()));
     drop(nodes);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bootstrapping_over_an_old_cache_starts_a_new_cluster() {
+    let dir = temp_dir("rebootstrap");
+    let ports = [free_port()];
+    let old = Genesis { history: [1; 16], base_seqno: 0 };
+    let node = GroupNode::start(config(1, &ports, &dir, Some(old), 0)).unwrap();
+    wait_for("primary", || node.status().primary);
+    assert_eq!(node.submit(b"old history".to_vec()).unwrap(), 2);
+    let id = node.status().id;
+    drop(node);
+
+    let new = Genesis { history: [2; 16], base_seqno: 41 };
+    let node = GroupNode::start(config(1, &ports, &dir, Some(new), 0)).unwrap();
+    wait_for("primary", || node.status().primary);
+    let status = node.status();
+    assert_eq!((status.id, status.history, status.view.view_id, status.last_seqno), (id, new.history, 1, 42));
+    // The application is at the base seqno: no gap, the first view follows it.
+    let first = node.recv_delivered(Duration::from_secs(5)).unwrap();
+    assert!(matches!(first.kind, DeliveredKind::View(_)) && first.seqno == 42, "{first:?}");
+    assert_eq!(node.cached_range(1, 42).unwrap_err(), 42, "nothing of the old cache is served");
+    drop(node);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -106,6 +106,16 @@ pub enum Role {
 pub struct RaftMessage(noraft::Message);
 
 impl RaftMessage {
+    /// A refused vote in `term`: it carries nothing but the term, which a receiver behind
+    /// it adopts (every Raft message does that).
+    pub fn term_notice(from: MemberId, term: u64) -> Self {
+        Self(noraft::Message::RequestVoteReply {
+            from: NodeId::new(from.0),
+            term: Term::new(term),
+            vote_granted: false,
+        })
+    }
+
     pub fn from(&self) -> MemberId {
         MemberId(self.0.from().get())
     }

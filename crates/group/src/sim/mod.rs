@@ -14,7 +14,7 @@ use crate::member::{Member, Status};
 use crate::message::Message;
 use crate::record::{self, RecordKind};
 use crate::rng::Rng;
-use crate::types::{MemberId, MemberInfo, Seqno};
+use crate::types::{DeliveredKind, Genesis, MemberId, MemberInfo, Seqno};
 use invariants::{hash_bytes, EndState, Invariant};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -43,6 +43,8 @@ pub struct Scenario {
     pub leave_per_million: u32,
     /// Per step, chance a client submits a writeset.
     pub submit_per_million: u32,
+    /// Per step, chance a client sends an unnumbered message.
+    pub message_per_million: u32,
     /// Some runs use a tiny gcache so purges, catch-up by snapshot and gaps happen.
     pub gcache_bytes: u64,
 }
@@ -61,6 +63,7 @@ impl Scenario {
             crash_per_million: rng.range(500, 4_000) as u32,
             leave_per_million: rng.range(0, 1_500) as u32,
             submit_per_million: rng.range(100_000, 400_000) as u32,
+            message_per_million: rng.range(0, 100_000) as u32,
             gcache_bytes: if rng.chance(300_000) { rng.range(16 << 10, 256 << 10) } else { 128 << 20 },
         }
     }
@@ -96,6 +99,8 @@ pub struct Outcome {
     pub messages: u64,
     /// Members that caught up by snapshot because their gap was purged everywhere.
     pub state_gaps: u64,
+    /// Unnumbered messages acknowledged to their senders.
+    pub messages_acked: u64,
 }
 
 struct Node {
@@ -110,11 +115,14 @@ struct Node {
     leaving: bool,
     /// Request number -> hash of the submitted bytes.
     submitted: BTreeMap<u64, u64>,
+    /// The same for unnumbered messages.
+    messages: BTreeMap<u64, u64>,
 }
 
 /// One simulated cluster.
 pub struct Sim {
     seed: u64,
+    genesis: Genesis,
     rng: Rng,
     config: GroupConfig,
     now_ms: u64,
@@ -139,8 +147,15 @@ pub struct Sim {
 }
 
 impl Sim {
-    /// A cluster of `members` formed by member 1 bootstrapping and the rest joining.
+    /// A cluster of `members` formed by member 1 bootstrapping and the rest joining. The
+    /// genesis comes from the seed: half the seeds start numbering past zero.
     pub fn new(seed: u64, members: usize, config: GroupConfig) -> Self {
+        let mut draw = Rng::new(seed ^ 0x4745_4e45_5349_5321);
+        let mut history = [0u8; 16];
+        history[..8].copy_from_slice(&draw.next_u64().to_le_bytes());
+        history[8..].copy_from_slice(&seed.to_le_bytes());
+        let base_seqno = if draw.chance(500_000) { 0 } else { draw.range(1, 1 << 40) };
+        let genesis = Genesis { history, base_seqno };
         let ids: Vec<MemberId> = (1..=members as u64).map(MemberId).collect();
         let nodes = ids
             .iter()
@@ -153,7 +168,7 @@ impl Sim {
                 };
                 let store = MemoryStore::new();
                 let mut member = if id.0 == 1 {
-                    Member::bootstrap(info.clone(), config.clone(), store, 0)
+                    Member::bootstrap(info.clone(), config.clone(), store, genesis, 0)
                 } else {
                     Member::join(info.clone(), config.clone(), store, &ids, 0)
                 };
@@ -163,14 +178,21 @@ impl Sim {
                     member: Some(member),
                     crashed_store: None,
                     restart_at_ms: 0,
-                    consumed: 0,
+                    // The bootstrapper's application is at the base seqno.
+                    consumed: if id.0 == 1 { base_seqno } else { 0 },
                     leaving: false,
                     submitted: BTreeMap::new(),
+                    messages: BTreeMap::new(),
                 }
             })
             .collect();
+        let mut checkers = invariants::all();
+        for c in checkers.iter_mut() {
+            c.on_restart(MemberId(1), base_seqno).expect("nothing delivered yet");
+        }
         Self {
             seed,
+            genesis,
             rng: Rng::new(seed),
             config,
             now_ms: 0,
@@ -181,7 +203,7 @@ impl Sim {
             cut: BTreeSet::new(),
             heal_partition_at_ms: 0,
             faults: None,
-            checkers: invariants::all(),
+            checkers,
             history_hash: 0xcbf2_9ce4_8422_2325,
             probes_acked: 0,
             counting_probes: false,
@@ -199,6 +221,7 @@ impl Sim {
                 partitions: 0,
                 messages: 0,
                 state_gaps: 0,
+                messages_acked: 0,
             },
         }
     }
@@ -246,6 +269,10 @@ impl Sim {
         self.now_ms
     }
 
+    pub fn genesis(&self) -> Genesis {
+        self.genesis
+    }
+
     pub fn status(&self, id: MemberId) -> Option<Status> {
         self.node(id).member.as_ref().map(|m| m.status())
     }
@@ -286,6 +313,24 @@ impl Sim {
         }
     }
 
+    /// Sends an unnumbered message from member `id` if it is running; returns whether it
+    /// was accepted.
+    pub fn send_message(&mut self, id: MemberId, data: Vec<u8>) -> bool {
+        let i = id.0 as usize - 1;
+        let hash = hash_bytes(4, &data);
+        let Some(member) = self.nodes[i].member.as_mut() else {
+            return false;
+        };
+        match member.send_message(data) {
+            Ok(request) => {
+                member.flush();
+                self.nodes[i].messages.insert(request, hash);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Crash: the process stops and unsynced cache writes are lost.
     pub fn crash(&mut self, id: MemberId, restart_after_ms: Option<u64>) {
         let i = id.0 as usize - 1;
@@ -294,6 +339,7 @@ impl Sim {
             store.crash(&mut self.rng);
             self.nodes[i].crashed_store = Some(store);
             self.nodes[i].submitted.clear();
+            self.nodes[i].messages.clear();
             self.nodes[i].leaving = false;
             self.nodes[i].restart_at_ms = restart_after_ms.map_or(u64::MAX, |d| self.now_ms + d);
             self.stats.crashes += 1;
@@ -399,6 +445,7 @@ impl Sim {
                 self.nodes[i].crashed_store = Some(member.into_store());
                 self.nodes[i].leaving = false;
                 self.nodes[i].submitted.clear();
+                self.nodes[i].messages.clear();
                 let away = if self.faults.is_some() { self.rng.range(500, 10_000) } else { 1_000 };
                 self.nodes[i].restart_at_ms = self.now_ms + away;
                 self.note(|| format!("m{} has left and stops", i + 1));
@@ -450,11 +497,12 @@ impl Sim {
             self.stats.deliveries += 1;
             let h = invariants::delivered_hash(&d);
             self.history_hash = (self.history_hash ^ h ^ id.0).wrapping_mul(0x0100_0000_01b3);
-            if d.kind == crate::types::DeliveredKind::StateGap {
+            // Not the genesis' gap of a member that joins: that is no catch-up.
+            if d.kind == DeliveredKind::StateGap && d.seqno != self.genesis.base_seqno {
                 self.stats.state_gaps += 1;
                 self.note(|| format!("{id} state gap up to seqno {}", d.seqno));
             }
-            if let crate::types::DeliveredKind::View(v) = &d.kind {
+            if let DeliveredKind::View(v) = &d.kind {
                 self.note(|| {
                     let ids: Vec<u64> = v.members.iter().map(|m| m.id.0).collect();
                     format!("{id} view {} at seqno {}: {ids:?}", v.view_id, d.seqno)
@@ -463,13 +511,20 @@ impl Sim {
             self.check(|c| c.on_deliver(id, &d))?;
         }
         for (request, result) in completions {
-            let hash = self.nodes[i].submitted.remove(&request);
-            if let (Ok(seqno), Some(hash)) = (result, hash) {
+            let Ok(seqno) = result else {
+                self.nodes[i].submitted.remove(&request);
+                self.nodes[i].messages.remove(&request);
+                continue;
+            };
+            if let Some(hash) = self.nodes[i].submitted.remove(&request) {
                 self.stats.acked += 1;
                 if self.counting_probes {
                     self.probes_acked += 1;
                 }
                 self.check(|c| c.on_ack(id, seqno, hash))?;
+            } else if let Some(hash) = self.nodes[i].messages.remove(&request) {
+                self.stats.messages_acked += 1;
+                self.check(|c| c.on_message_ack(id, request, seqno, hash))?;
             }
         }
         for (to, message) in outbox {
@@ -541,6 +596,11 @@ impl Sim {
         if self.rng.chance(s.submit_per_million) {
             self.submit_random();
         }
+        if self.rng.chance(s.message_per_million) {
+            let i = self.rng.range(0, n as u64) as usize;
+            let data = format!("msg-s{}-t{}-m{}", self.seed, self.now_ms, i + 1).into_bytes();
+            self.send_message(MemberId(i as u64 + 1), data);
+        }
         Ok(())
     }
 
@@ -556,6 +616,7 @@ impl Sim {
 
     fn end_state(&self) -> EndState {
         EndState {
+            genesis: self.genesis,
             live: self.nodes.iter().filter_map(|n| n.member.as_ref().map(|m| m.status())).collect(),
             probes_acked: self.probes_acked,
             cached: self
@@ -611,6 +672,7 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
             let id = MemberId(1 + k % sim.nodes.len() as u64);
             k += 1;
             sim.submit(id, format!("probe-{seed}-{k}").into_bytes());
+            sim.send_message(id, format!("probe-message-{seed}-{k}").into_bytes());
         }
         sim.step()?;
     }

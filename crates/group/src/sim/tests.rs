@@ -28,6 +28,7 @@ fn formed(members: usize) -> Sim {
         let s = sim.status(id(n)).unwrap();
         assert!(s.primary, "{s:?}");
         assert_eq!(s.view.members.len(), members, "{s:?}");
+        assert_eq!(s.history, sim.genesis().history);
     }
     sim
 }
@@ -60,17 +61,42 @@ fn three_members_lose_one_by_crash_then_one_gracefully_and_stay_primary() {
 }
 
 #[test]
-fn a_cut_off_member_turns_non_primary_within_the_suspect_timeout() {
+fn a_cut_off_member_turns_non_primary_within_the_suspect_timeout_and_its_return_makes_a_view() {
     let mut sim = formed(3);
+    let before = sim.status(id(1)).unwrap();
     sim.partition(&[2].into());
     sim.run_for(GroupConfig::new("sim").suspect_timeout_ms + 1_000).unwrap();
     assert!(!sim.status(id(3)).unwrap().primary);
     assert!(!sim.submit(id(3), b"refused".to_vec()));
+    assert!(!sim.send_message(id(3), b"refused".to_vec()));
     assert!(sim.status(id(1)).unwrap().primary);
     assert!(sim.status(id(2)).unwrap().primary);
     sim.heal();
     sim.run_for(5_000).unwrap();
-    assert!(sim.status(id(3)).unwrap().primary);
+    // Like a Galera configuration change when a partition heals: same members, one new
+    // view, at a seqno of its own, everywhere.
+    for n in 1..=3 {
+        let s = sim.status(id(n)).unwrap();
+        assert!(s.primary, "{s:?}");
+        assert_eq!(s.view.view_id, before.view.view_id + 1, "{s:?}");
+        assert_eq!((s.view.members.clone(), s.last_seqno), (before.view.members.clone(), before.last_seqno + 1));
+    }
+}
+
+#[test]
+fn a_member_evicted_while_down_joins_again_by_itself_after_a_restart() {
+    let mut sim = formed(3);
+    sim.crash(id(3), None);
+    sim.run_for(GroupConfig::new("sim").inactive_timeout_ms + 5_000).unwrap();
+    assert_eq!(sim.status(id(1)).unwrap().view.members.len(), 2);
+    sim.restart(id(3)).unwrap();
+    sim.run_for(5_000).unwrap();
+    for n in 1..=3 {
+        let s = sim.status(id(n)).unwrap();
+        assert!(s.primary && s.view.members.len() == 3, "{s:?}");
+    }
+    assert!(sim.submit(id(3), b"back".to_vec()));
+    assert!(sim.send_message(id(3), b"back too".to_vec()));
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! Each member dials each peer once and uses that connection to send; it receives on the
 //! connections peers dialled to it. A connection opens with a `Hello` each way carrying
 //! the protocol version, the cluster name and the member id: a peer of another cluster
-//! is refused. A record that fails its checks or does not decode drops the connection
+//! is refused, and a seed address configured without an id is resolved to its member
+//! (`Transport::discover`). A record that fails its checks or does not decode drops the connection
 //! with a log line; nothing a peer sends can panic a member.
 
 mod tcp;

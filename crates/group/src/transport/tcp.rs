@@ -1,5 +1,6 @@
 //! Threads and sockets of the transport: one acceptor, one reader per inbound
-//! connection, one writer per peer with a bounded queue (full means drop: Raft resends).
+//! connection, one writer per peer with a bounded queue (full means drop: Raft resends),
+//! and one short-lived prober per seed address until it learns who listens there.
 
 use super::{read_hello, read_record, Hello, TransportError, PROTOCOL_VERSION};
 use crate::message::Message;
@@ -7,7 +8,7 @@ use crate::record::{self, RecordKind};
 use crate::types::MemberId;
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,8 @@ const OUTBOUND_QUEUE_BYTES: usize = 64 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+/// Between attempts to reach a seed address that does not answer yet.
+const DISCOVER_PAUSE: Duration = Duration::from_millis(500);
 
 type Deliver = Arc<dyn Fn(Message) + Send + Sync>;
 
@@ -34,6 +37,8 @@ pub struct Transport {
     shared: Arc<Shared>,
     local: SocketAddr,
     writers: Mutex<BTreeMap<MemberId, Writer>>,
+    /// Owns the listener: joined on shutdown, so the port is free once that returns.
+    acceptor: Mutex<Option<thread::JoinHandle<()>>>,
 }
 
 /// The queue to one peer's writer thread and the bytes waiting in it.
@@ -61,21 +66,53 @@ impl Transport {
         });
         let deliver: Deliver = Arc::new(deliver);
         let acceptor_shared = shared.clone();
-        thread::Builder::new()
+        let acceptor = thread::Builder::new()
             .name(format!("{me}-accept"))
             .spawn(move || accept_loop(listener, acceptor_shared, deliver))?;
-        Ok(Self { shared, local, writers: Mutex::new(BTreeMap::new()) })
+        Ok(Self { shared, local, writers: Mutex::new(BTreeMap::new()), acceptor: Mutex::new(Some(acceptor)) })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }
 
-    /// Where to reach `id` (learned from configuration, views and join requests).
+    /// Where to reach `id` (learned from seeds, views and join requests); `host:port`,
+    /// the host a name or an address.
     pub fn set_address(&self, id: MemberId, address: &str) {
-        let mut map = self.shared.addresses.lock().expect("not poisoned");
-        if map.get(&id).map(String::as_str) != Some(address) {
-            map.insert(id, address.to_owned());
+        self.shared.set_address(id, address);
+    }
+
+    /// Finds out which member listens at `address` (a seed of `wsrep_cluster_address`,
+    /// which names no ids): dials it until its hello answers, routes to that member there
+    /// and reports its id to `found`. Our own address is recognised by our own id and not
+    /// reported.
+    pub fn discover(&self, address: &str, found: impl FnOnce(MemberId) + Send + 'static) {
+        let (shared, seed) = (self.shared.clone(), address.to_owned());
+        let me = shared.hello.member;
+        let spawned = thread::Builder::new().name(format!("{me}-discover")).spawn(move || {
+            let mut last_error = String::new();
+            while !shared.stopping.load(Ordering::SeqCst) {
+                match dial(&seed, &shared) {
+                    Ok((_, theirs)) if theirs.member == me => return,
+                    Ok((_, theirs)) => {
+                        log::info!("{me}: seed {seed} is {}", theirs.member);
+                        shared.set_address(theirs.member, &seed);
+                        found(theirs.member);
+                        return;
+                    }
+                    Err(e) => {
+                        let text = e.to_string();
+                        if text != last_error {
+                            log::info!("{me}: seed {seed} not reached yet: {text}");
+                            last_error = text;
+                        }
+                        thread::sleep(DISCOVER_PAUSE);
+                    }
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            log::error!("cannot start discovery of {address}: {e}");
         }
     }
 
@@ -107,11 +144,29 @@ impl Transport {
         }
     }
 
+    /// Stops accepting and sending. Once it returns the listening port is free again, so
+    /// a node restarted at once can bind it (found by a test restarting on one port).
     pub fn shutdown(&self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
         self.writers.lock().expect("not poisoned").clear();
-        // Wake the acceptor so it sees the flag.
-        let _ = TcpStream::connect_timeout(&self.local, CONNECT_TIMEOUT);
+        let Some(acceptor) = self.acceptor.lock().expect("not poisoned").take() else { return };
+        // Wake the acceptor so it sees the flag (a wildcard listener is woken on loopback).
+        let mut wake = self.local;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(if wake.is_ipv4() { Ipv4Addr::LOCALHOST.into() } else { Ipv6Addr::LOCALHOST.into() });
+        }
+        if TcpStream::connect_timeout(&wake, CONNECT_TIMEOUT).is_ok() {
+            let _ = acceptor.join();
+        }
+    }
+}
+
+impl Shared {
+    fn set_address(&self, id: MemberId, address: &str) {
+        let mut map = self.addresses.lock().expect("not poisoned");
+        if map.get(&id).map(String::as_str) != Some(address) {
+            map.insert(id, address.to_owned());
+        }
     }
 }
 
@@ -174,16 +229,31 @@ fn connect(to: MemberId, shared: &Shared) -> Result<BufWriter<TcpStream>, Transp
         .get(&to)
         .cloned()
         .ok_or(TransportError::Unexpected("peer without address"))?;
-    let socket: SocketAddr = address.parse().map_err(|_| TransportError::Unexpected("unparsable peer address"))?;
-    let mut stream = TcpStream::connect_timeout(&socket, CONNECT_TIMEOUT)?;
-    stream.set_nodelay(true)?;
-    stream.write_all(&shared.hello.encode())?;
-    stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
-    let theirs = read_hello(&mut stream, &shared.hello)?;
+    let (stream, theirs) = dial(&address, shared)?;
     if theirs.member != to {
         return Err(TransportError::Unexpected("peer answered with another member id"));
     }
     Ok(BufWriter::with_capacity(1 << 16, stream))
+}
+
+/// Connects to `address` (resolving a host name, trying each of its addresses) and
+/// exchanges hellos.
+fn dial(address: &str, shared: &Shared) -> Result<(TcpStream, Hello), TransportError> {
+    let mut last = TransportError::Unexpected("peer address resolves to nothing");
+    for socket in address.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&socket, CONNECT_TIMEOUT) {
+            Ok(mut stream) => {
+                stream.set_nodelay(true)?;
+                stream.write_all(&shared.hello.encode())?;
+                stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
+                let theirs = read_hello(&mut stream, &shared.hello)?;
+                stream.set_read_timeout(None)?;
+                return Ok((stream, theirs));
+            }
+            Err(e) => last = e.into(),
+        }
+    }
+    Err(last)
 }
 
 fn write_loop(to: MemberId, queue: Receiver<Vec<u8>>, shared: Arc<Shared>, queued: Arc<AtomicUsize>) {

@@ -1,35 +1,51 @@
-//! Joining and leaving the group, and the applier loop that delivers ordered events.
-//!
-//! This build orders everything on the local node: a bootstrapped one-member primary
-//! component. Joining other members arrives with the group layer (crates/group).
-use super::{Connection, Event, MemberState, Provider, APPLICATION_PROTOCOL, CAPABILITIES};
-use crate::application::{Member, RecvCtx, View, ViewStatus};
+//! Joining and leaving the group: starting the group member, the thread that reads its
+//! deliveries, and the final view.
+use super::{Connection, Event, MemberState, Provider, Transfer, APPLICATION_PROTOCOL, CAPABILITIES};
+use crate::addresses::{AddressSettings, GroupAddresses};
+use crate::application::{Member, View, ViewStatus};
 use crate::types::{Gtid, Status, Uuid, SEQNO_UNDEFINED};
+use lockstep_group::{Genesis, GroupConfig, GroupNode, MemberId, MemberInfo, NodeConfig};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-const URL_SCHEME: &str = "gcomm://";
+/// How long `disconnect` waits for the group to confirm a graceful leave.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Member UUIDs in views are derived from the group's stable member ids.
+pub(super) fn member_uuid(id: MemberId) -> Uuid {
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&id.0.to_be_bytes());
+    bytes[8..].copy_from_slice(b"lockstep");
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    Uuid(bytes)
+}
 
 impl Provider {
-    pub fn connect(&self, cluster_name: &str, url: &str, bootstrap: bool) -> Status {
-        let Some(peers) = url.strip_prefix(URL_SCHEME) else {
-            log::error!("invalid cluster address '{url}': expected {URL_SCHEME}[host[:port],...]");
-            return Status::NodeFail;
-        };
-        let peers: Vec<&str> =
-            peers.split('?').next().unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
-        if !bootstrap {
-            log::error!(
-                "cannot join cluster '{cluster_name}' at {url}: this build of {} runs one-member clusters only \
-                 (bootstrap with {URL_SCHEME} or --wsrep-new-cluster)",
-                super::PROVIDER_NAME
-            );
-            return Status::NodeFail;
-        }
+    pub fn connect(self: &Arc<Self>, cluster_name: &str, url: &str, bootstrap: bool) -> Status {
         let mut shared = self.lock();
-        if shared.connection.as_ref().is_some_and(|c| !c.closed) {
+        if shared.connection.as_ref().is_some() {
             log::error!("connect called while already connected");
             return Status::NodeFail;
         }
-        if !shared.safe_to_bootstrap {
+        let o = &shared.options;
+        let settings = AddressSettings {
+            cluster_url: url,
+            node_address: &self.node_address,
+            listen_addr: o.get("gmcast.listen_addr"),
+            base_host: o.get("base_host"),
+            base_port: o.get("base_port"),
+        };
+        let addresses = match GroupAddresses::resolve(&settings) {
+            Ok(a) => a,
+            Err(e) => {
+                log::error!("{e}");
+                return Status::NodeFail;
+            }
+        };
+        let bootstrap = bootstrap || addresses.peers.is_empty();
+        if bootstrap && !shared.safe_to_bootstrap {
             log::error!(
                 "It may not be safe to bootstrap the cluster from this node. It was not the last one to leave the \
                  cluster and may not contain all the updates. To force cluster bootstrap with this node, edit the \
@@ -37,59 +53,123 @@ impl Provider {
             );
             return Status::NodeFail;
         }
-        let group = if shared.position.uuid.is_nil() {
-            log::info!("starting a new group history for cluster '{cluster_name}'");
-            Uuid::random()
-        } else {
-            shared.position.uuid
+        let cache_dir = {
+            let dir = o.get("gcache.dir");
+            PathBuf::from(if dir.is_empty() { o.get("base_dir") } else { dir })
         };
-        let view_seqno = shared.position.seqno.max(0) + 1;
-        shared.generation += 1;
-        let member = Uuid::random();
-        shared.connection = Some(Connection {
-            generation: shared.generation,
-            group,
-            member,
-            members: 1,
-            closing: false,
-            closed: false,
+        let me = match lockstep_group::load_or_create_member_id(&cache_dir) {
+            Ok(id) => id,
+            Err(e) => {
+                log::error!("cannot read or create the member id in {}: {e}", cache_dir.display());
+                return Status::NodeFail;
+            }
+        };
+        let genesis = bootstrap.then(|| {
+            let history = if shared.position.uuid.is_nil() {
+                log::info!("starting a new group history for cluster '{cluster_name}'");
+                Uuid::random()
+            } else {
+                shared.position.uuid
+            };
+            Genesis { history: history.0, base_seqno: shared.position.seqno.max(0) as u64 }
         });
-        shared.last_ordered = view_seqno;
-        shared.member_state = MemberState::Joined;
-        shared.safe_to_bootstrap = true;
-        let view = View {
-            state_id: Gtid::new(group, view_seqno),
-            conf_id: 1,
-            status: ViewStatus::Primary,
-            capabilities: CAPABILITIES,
-            my_index: 0,
-            members: vec![Member { id: member, name: self.node_name.clone(), incoming: self.node_incoming.clone() }],
-            proto_ver: APPLICATION_PROTOCOL,
+        let config = NodeConfig {
+            group: group_config(cluster_name, &shared.options),
+            info: MemberInfo {
+                id: me,
+                name: self.node_name.clone(),
+                address: addresses.advertised.clone(),
+                incoming_address: self.node_incoming.clone(),
+            },
+            listen: addresses.listen.clone(),
+            data_dir: cache_dir,
+            fsync: false,
+            bootstrap: genesis,
+            peers: addresses.peers.clone(),
+            resume_after: 0,
         };
-        shared.events.push_back(Event::View { view, first_in_connection: true, then_synced: true });
-        shared.save_state(Gtid::new(group, SEQNO_UNDEFINED));
+        let node = match GroupNode::start(config) {
+            Ok(node) => Arc::new(node),
+            Err(e) => {
+                log::error!("cannot start group communication on {}: {e}", addresses.listen);
+                return Status::NodeFail;
+            }
+        };
+        if let Some(g) = genesis {
+            // The new cluster's history starts from what this node holds.
+            shared.position = Gtid::new(Uuid(g.history), g.base_seqno as i64);
+        }
+        shared.generation += 1;
+        let generation = shared.generation;
+        shared.connection = Some(Connection {
+            generation,
+            group: genesis.map_or(shared.position.uuid, |g| Uuid(g.history)),
+            member: member_uuid(me),
+            me,
+            node: node.clone(),
+            view: lockstep_group::View::default(),
+            has_state: false,
+            history_known: false,
+            bootstrapped: bootstrap,
+            app_ready: bootstrap,
+            apply_failed: None,
+            primary: false,
+            connected_delivered: false,
+            transfer: Transfer::None,
+            closing: false,
+            delivery: None,
+        });
+        shared.member_state = MemberState::Initialized;
+        shared.events.clear();
+        if bootstrap {
+            shared.safe_to_bootstrap = true;
+        }
+        shared.save_state(Gtid::new(shared.position.uuid, SEQNO_UNDEFINED));
         log::info!(
-            "connected to cluster '{cluster_name}' as member {member} ({}), bootstrapping a primary component \
-             with {} configured peer(s); group {group}, view seqno {view_seqno}",
+            "connecting to cluster '{cluster_name}' as member {} ({me}, {}): group traffic on {}, {}",
+            member_uuid(me),
             self.node_name,
-            peers.len()
+            addresses.listen,
+            if bootstrap { "bootstrapping a new primary component".to_string() } else { format!("peers {:?}", addresses.peers) }
         );
+        drop(shared);
+        let provider = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("lockstep-delivery".into())
+            .spawn(move || provider.deliver_from_group(generation, node));
+        let mut shared = self.lock();
+        match spawned {
+            Ok(handle) => shared.connection.as_mut().expect("set above").delivery = Some(handle),
+            Err(e) => {
+                log::error!("cannot start the delivery thread: {e}");
+                shared.connection = None;
+                return Status::NodeFail;
+            }
+        }
         drop(shared);
         self.notify();
         Status::Ok
     }
 
-    /// Leaves the group: an applier delivers the final view, then every `recv` returns.
-    /// Returns without waiting for that (MariaDB waits for the final view itself).
+    /// Leaves the group gracefully (so the others keep their quorum), then lets an applier
+    /// deliver the final view, after which every `recv` returns. MariaDB waits for that view.
     pub fn disconnect(&self) -> Status {
         let mut shared = self.lock();
-        let members = match shared.connection.as_mut() {
-            Some(c) if !c.closing => {
-                c.closing = true;
-                c.members
-            }
-            _ => return Status::Ok,
+        let Some((node, alone)) = shared.connection.as_mut().filter(|c| !c.closing).map(|c| {
+            c.closing = true;
+            (c.node.clone(), c.view.members.len() <= 1)
+        }) else {
+            return Status::Ok;
         };
+        log::info!("closing connection: last committed {}", shared.last_committed());
+        drop(shared);
+        self.notify();
+        node.leave();
+        let deadline = Instant::now() + LEAVE_TIMEOUT;
+        while !alone && !node.status().left && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut shared = self.lock();
         let view = View {
             state_id: shared.last_committed(),
             conf_id: -1,
@@ -99,108 +179,77 @@ impl Provider {
             members: Vec::new(),
             proto_ver: APPLICATION_PROTOCOL,
         };
-        log::info!("closing connection: {members} member(s), last committed {}", shared.last_committed());
         shared.events.push_back(Event::Final { view });
         drop(shared);
         self.notify();
         Status::Ok
     }
 
-    /// The applier loop of one MariaDB applier thread.
-    pub fn recv(&self, ctx: RecvCtx) -> Status {
-        let mut shared = self.lock();
-        let Some(generation) = shared.connection.as_ref().filter(|c| !c.closed).map(|c| c.generation) else {
-            log::error!("recv called while not connected");
-            return Status::Fatal;
-        };
-        loop {
-            let current = shared.connection.as_ref().filter(|c| c.generation == generation && !c.closed);
-            if current.is_none() {
-                return Status::Ok;
-            }
-            let Some(event) = shared.events.pop_front() else {
-                shared = self.wait(shared);
-                continue;
-            };
-            drop(shared);
-            let outcome = match event {
-                Event::View { view, first_in_connection, then_synced } => {
-                    self.deliver_view(ctx, &view, first_in_connection, then_synced)
-                }
-                Event::Final { view } => self.deliver_final_view(ctx, &view),
-            };
-            if let Err(status) = outcome {
-                return status;
-            }
-            shared = self.lock();
-        }
-    }
-
-    fn deliver_view(&self, ctx: RecvCtx, view: &View, first: bool, then_synced: bool) -> Result<(), Status> {
-        let seqno = view.state_id.seqno;
-        // A configuration change is processed alone: everything before it committed first.
-        let shared = self.lock();
-        let (shared, _) = self.wait_until(shared, None, |s| s.committed.last_contiguous() >= seqno - 1);
-        drop(shared);
-        if first {
-            self.app.connected(view).map_err(|e| self.callback_failed(e.0))?;
-        }
-        self.app.view(ctx, view).map_err(|e| self.callback_failed(e.0))?;
-        let mut shared = self.lock();
-        shared.commit_order.finish(seqno);
-        shared.committed.finish(seqno);
-        shared.counters.received += 1;
-        if then_synced {
-            shared.member_state = MemberState::Synced;
-        }
-        drop(shared);
-        self.notify();
-        if then_synced {
-            self.app.synced().map_err(|e| self.callback_failed(e.0))?;
-            log::info!("synced with group at {}", self.last_committed_id());
-        }
-        Ok(())
-    }
-
-    fn deliver_final_view(&self, ctx: RecvCtx, view: &View) -> Result<(), Status> {
+    pub(super) fn deliver_final_view(&self, ctx: crate::application::RecvCtx, view: &View) -> Result<(), Status> {
         if let Err(e) = self.app.view(ctx, view) {
             log::warn!("{} callback failed for the final view", e.0);
         }
+        self.close_connection("closed");
+        Ok(())
+    }
+
+    /// Ends the connection: saves where the history stands, then stops the delivery thread
+    /// and the group member (so a new connection may reuse the port and the cache).
+    fn close_connection(&self, why: &str) {
         let mut shared = self.lock();
-        let position = shared.last_committed();
-        if let Some(c) = shared.connection.as_mut() {
-            c.closed = true;
-        }
+        let Some(mut c) = shared.connection.take() else { return };
+        let position = if c.has_state { Gtid::new(c.group, shared.committed.last_contiguous()) } else { shared.position };
         shared.position = position;
         shared.member_state = MemberState::Initialized;
         shared.desync_count = 0;
         shared.save_state(position);
-        log::info!("closed; saved state {position}, safe_to_bootstrap: {}", u8::from(shared.safe_to_bootstrap));
+        log::info!("{why}; saved state {position}, safe_to_bootstrap: {}", u8::from(shared.safe_to_bootstrap));
         drop(shared);
         self.notify();
-        Ok(())
+        if let Some(delivery) = c.delivery.take() {
+            if delivery.thread().id() != std::thread::current().id() {
+                let _ = delivery.join();
+            }
+        }
     }
 
     /// Unload: a connection whose final view was never delivered (no applier thread ran)
     /// still leaves its position behind.
     pub fn shut_down(&self) {
-        let mut shared = self.lock();
-        let open = shared.connection.as_ref().is_some_and(|c| !c.closed);
-        if open {
-            let position = shared.last_committed();
-            if let Some(c) = shared.connection.as_mut() {
-                c.closed = true;
-            }
-            shared.position = position;
-            shared.save_state(position);
-            log::info!("unloaded while connected; saved state {position}");
-        }
-        drop(shared);
-        self.notify();
+        self.close_connection("unloaded while connected");
     }
 
-    fn callback_failed(&self, name: &str) -> Status {
+    /// View of the group as MariaDB sees it.
+    pub(super) fn primary_view(&self, group: Uuid, seqno: i64, view: &lockstep_group::View, me: MemberId) -> View {
+        let members: Vec<Member> = view
+            .members
+            .iter()
+            .map(|m| Member { id: member_uuid(m.id), name: m.name.clone(), incoming: m.incoming_address.clone() })
+            .collect();
+        View {
+            state_id: Gtid::new(group, seqno),
+            conf_id: view.view_id as i64,
+            status: ViewStatus::Primary,
+            capabilities: CAPABILITIES,
+            my_index: view.members.iter().position(|m| m.id == me).map_or(-1, |i| i as i32),
+            members,
+            proto_ver: APPLICATION_PROTOCOL,
+        }
+    }
+
+    pub(super) fn callback_failed(&self, name: &str) -> Status {
         log::error!("the application's {name} callback failed; this node stops applying");
         Status::Fatal
     }
+}
+
+/// Group timeouts and sizes from the Galera options of the same meaning.
+fn group_config(cluster_name: &str, options: &crate::options::Options) -> GroupConfig {
+    let mut config = GroupConfig::new(cluster_name);
+    let ms = |key: &str| options.period(key).as_millis() as u64;
+    config.suspect_timeout_ms = ms("evs.suspect_timeout").max(config.election_timeout_max_ms);
+    config.inactive_timeout_ms = ms("evs.inactive_timeout").max(config.suspect_timeout_ms);
+    config.gcache_bytes = options.size("gcache.size").max(1 << 20);
+    config.max_writeset_bytes = options.size("repl.max_ws_size").min(u64::from(u32::MAX >> 1)) as u32;
+    config
 }

@@ -1,6 +1,7 @@
 //! Causal reads, pause/resume (FTWRL, donors) and desync/resync.
 use super::{MemberState, Provider};
 use crate::types::{Gtid, Seqno, Status};
+use crate::writeset::Control;
 use std::time::{Duration, Instant};
 
 /// How long `pause` waits for in-flight writesets before giving up.
@@ -17,6 +18,7 @@ impl Provider {
         } else {
             Duration::from_secs(timeout_s as u64)
         };
+        let deadline = Instant::now().checked_add(timeout);
         let target = match upto {
             Some(gtid) => {
                 if gtid.uuid != shared.group() {
@@ -25,14 +27,20 @@ impl Provider {
                 gtid.seqno
             }
             None => {
-                if !shared.can_replicate() {
-                    return (Status::TrxFail, shared.last_committed());
+                let node = shared.group_node().filter(|_| shared.can_replicate());
+                let Some(node) = node else { return (Status::TrxFail, shared.last_committed()) };
+                drop(shared);
+                // The causal point: a barrier through the total order. Every writeset
+                // acknowledged anywhere before this call is ordered before it.
+                let ordered = node.send_message(Control::Barrier.encode()).recv_timeout(timeout);
+                let shared = self.lock();
+                match ordered {
+                    Ok(Ok(seqno)) => seqno as Seqno,
+                    _ => return (Status::TrxFail, shared.last_committed()),
                 }
-                // The causal point: with one member, the highest seqno ordered so far.
-                shared.last_ordered
             }
         };
-        let deadline = Instant::now().checked_add(timeout);
+        let shared = self.lock();
         let (mut shared, reached) = self.wait_until(shared, deadline, |s| s.committed.last_contiguous() >= target);
         if upto.is_none() {
             shared.counters.causal_reads += 1;
@@ -53,10 +61,13 @@ impl Provider {
             log::error!("pause requested while already paused");
             return -1;
         }
-        shared.paused_at = Some(shared.last_ordered);
+        // Local writesets still being ordered are not waited for: they wait for `resume`
+        // in commit order, which pausing blocks.
+        let target = shared.ordering.delivered;
+        shared.paused_at = Some(target);
         let deadline = Instant::now().checked_add(PAUSE_DRAIN_TIMEOUT);
         let (mut shared, drained) =
-            self.wait_until(shared, deadline, |s| s.committed.last_contiguous() >= s.last_ordered);
+            self.wait_until(shared, deadline, |s| s.committed.last_contiguous() >= target);
         if !drained {
             shared.paused_at = None;
             drop(shared);

@@ -14,7 +14,8 @@ impl Provider {
         ws_flags: u32,
     ) -> (Status, TrxMeta) {
         let shared = self.lock();
-        let unordered = TrxMeta::unordered(SourceTrx { node: shared.member(), trx_id: conn_id, conn_id });
+        let source = SourceTrx { node: shared.member(), trx_id: conn_id, conn_id };
+        let unordered = TrxMeta::unordered(source);
         let (mut shared, _) = self.wait_until(shared, None, |s| s.paused_at.is_none() || !s.can_replicate());
         if !shared.can_replicate() {
             return (Status::ConnFail, unordered);
@@ -23,11 +24,18 @@ impl Provider {
             log::error!("connection {conn_id} started a second isolated statement before ending the first");
             return (Status::TrxFail, unordered);
         }
+        let Some(node) = shared.group_node() else { return (Status::ConnFail, unordered) };
         // The v26 call carries no key types: every isolation key is exclusive.
         let keys: Vec<Key> = key_parts.into_iter().map(|parts| Key::new(parts, KeyType::Exclusive)).collect();
-        let data_len = action.iter().map(|b| b.len()).sum();
-        let (seqno, verdict) = shared.order_and_certify(&keys, data_len, ws_flags | flags::ISOLATION);
+        let data = action.concat();
+        let ws = shared.prepare_writeset(source, ws_flags | flags::ISOLATION, keys, data);
+        drop(shared);
+        let (seqno, verdict) = match self.replicate(&node, &ws) {
+            Ok(ordered) => ordered,
+            Err(status) => return (status, unordered),
+        };
         debug_assert!(matches!(verdict, Verdict::Pass { .. }), "isolation writesets always pass");
+        let mut shared = self.lock();
         shared.isolation_by_conn.insert(conn_id, seqno);
         let group = shared.group();
         // A crash while the statement runs must force a full state transfer.
@@ -55,7 +63,6 @@ impl Provider {
             let running = Gtid::new(shared.group(), SEQNO_UNDEFINED);
             shared.save_state(running);
         }
-        shared.purge_certification();
         drop(shared);
         self.notify();
         Status::Ok

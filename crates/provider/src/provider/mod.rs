@@ -2,8 +2,10 @@
 //! (certification index, seqno windows, options, saved state). One mutex guards the node's
 //! state; one condition variable wakes every waiter whenever it changes (see
 //! docs/design/provider-locking.md for why one lock and where callbacks run).
+mod applier;
 mod connection;
 mod control;
+mod delivery;
 mod isolation;
 mod stats;
 mod transactions;
@@ -11,12 +13,14 @@ mod transactions;
 pub use stats::{StatValue, StatVar};
 
 use crate::application::{Application, View};
-use crate::certification::{CertificationIndex, Key};
+use crate::certification::{CertificationIndex, Key, Verdict};
 use crate::grastate::{SavedState, StateFile};
 use crate::options::{NodeSite, Options};
 use crate::seqno_window::SeqnoWindow;
 use crate::types::{capabilities, Gtid, Seqno, Uuid};
-use std::collections::{HashMap, VecDeque};
+use crate::writeset::Writeset;
+use lockstep_group::{GroupNode, MemberId};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -60,24 +64,72 @@ pub enum MemberState {
 
 /// Ordered events waiting for an applier thread in `recv`.
 enum Event {
-    View {
-        view: View,
-        first_in_connection: bool,
-        then_synced: bool,
-    },
+    /// A primary view that includes us.
+    View { view: View, first_in_connection: bool },
+    /// We lost the primary component: delivered at once, nothing to wait for.
+    NonPrimary { view: View },
+    /// A writeset from another member (or one of ours whose client gave up waiting).
+    Apply { seqno: Seqno, writeset: Box<Writeset>, depends_on: Seqno, failed: bool },
+    /// We were chosen to donate state to a joiner, once everything up to `after` is committed.
+    Donate { request: Vec<u8>, after: Seqno, bypass: bool, position: Gtid },
+    /// Our own announcement came back: synced once everything up to `after` is committed.
+    Synced { after: Seqno },
     /// The last view of a connection; after it every `recv` returns.
-    Final {
-        view: View,
-    },
+    Final { view: View },
+}
+
+/// How the joiner's state transfer stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transfer {
+    None,
+    Requested,
+    /// The group had no member able to donate: ask again.
+    NoDonor,
+    Received { position: Gtid, rcode: i32 },
 }
 
 struct Connection {
     generation: u64,
     group: Uuid,
     member: Uuid,
-    members: usize,
+    me: MemberId,
+    node: Arc<GroupNode>,
+    /// The current primary view as the group delivered it (empty before the first).
+    view: lockstep_group::View,
+    /// Holds the group's state up to `committed` (else it waits for a state transfer).
+    has_state: bool,
+    /// Whether the group's history is known yet (after the first delivery).
+    history_known: bool,
+    /// This connection started a new cluster (MariaDB then expects no state transfer).
+    bootstrapped: bool,
+    /// The application may apply: it bootstrapped, or its state-transfer handshake ended
+    /// (MariaDB starts its storage engines only then).
+    app_ready: bool,
+    /// An applied writeset failed on this node: its data may differ from the group's.
+    apply_failed: Option<Seqno>,
+    primary: bool,
+    connected_delivered: bool,
+    transfer: Transfer,
     closing: bool,
-    closed: bool,
+    /// The thread reading the group's deliveries; joined when the connection closes.
+    delivery: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What only the thread that reads the group's deliveries touches besides `Shared`.
+#[derive(Default)]
+struct Ordering {
+    /// Highest seqno delivered (and certified) so far.
+    delivered: Seqno,
+    /// Views, isolated and PA-unsafe writesets: nothing after them applies before them.
+    barrier: Seqno,
+    /// Our writesets waiting for their place in the order, by local id, with their `last_seen`.
+    awaiting: BTreeMap<u64, Seqno>,
+    /// Where ours arrived: local id -> (seqno, verdict).
+    arrived: HashMap<u64, (Seqno, Verdict)>,
+    /// Each member's latest commit cut; certification history below their minimum is purged.
+    cuts: HashMap<MemberId, Seqno>,
+    /// Members announced synced (donor candidates).
+    synced: BTreeSet<MemberId>,
 }
 
 #[derive(Debug)]
@@ -88,6 +140,8 @@ enum TrxState {
     Aborted,
     Certified,
     CertFailed,
+    /// Sent to the group, waiting for its place in the order.
+    Ordering,
     /// Ordered, then BF-aborted: must replay.
     MustReplay,
     Replaying,
@@ -104,6 +158,10 @@ struct LocalTrx {
     depends_on: Seqno,
     conn_id: u64,
     left_commit_order: bool,
+    /// BF-aborted while being ordered: replay if it certifies.
+    must_abort: bool,
+    /// Its writeset's origin-local id once sent (0 before).
+    local_id: u64,
 }
 
 #[derive(Default)]
@@ -135,14 +193,16 @@ struct Shared {
     member_state: MemberState,
     desync_count: i64,
     paused_at: Option<Seqno>,
-    /// Highest seqno handed out in the global order.
-    last_ordered: Seqno,
+    ordering: Ordering,
+    next_local_id: u64,
     /// Seqnos that have left commit order (commit monitor).
     commit_order: SeqnoWindow,
     /// Seqnos fully committed or cancelled (apply monitor): `last_committed`.
     committed: SeqnoWindow,
     certification: CertificationIndex,
     events: VecDeque<Event>,
+    /// Threads inside `recv`: the last one never leaves on `exit_loop`.
+    receivers: usize,
     next_handle: u64,
     trxs: HashMap<u64, LocalTrx>,
     handle_of_trx: HashMap<u64, u64>,
@@ -153,6 +213,7 @@ struct Shared {
 pub struct Provider {
     app: Arc<dyn Application>,
     node_name: String,
+    node_address: String,
     node_incoming: String,
     shared: Mutex<Shared>,
     changed: Condvar,
@@ -192,6 +253,7 @@ impl Provider {
         Ok(Provider {
             app,
             node_name: args.node_name,
+            node_address: args.node_address,
             node_incoming: args.node_incoming,
             shared: Mutex::new(Shared {
                 options,
@@ -203,11 +265,13 @@ impl Provider {
                 member_state: MemberState::Initialized,
                 desync_count: 0,
                 paused_at: None,
-                last_ordered: start,
+                ordering: Ordering { delivered: start, barrier: start, ..Ordering::default() },
+                next_local_id: 1,
                 commit_order: SeqnoWindow::starting_at(start),
                 committed: SeqnoWindow::starting_at(start),
                 certification,
                 events: VecDeque::new(),
+                receivers: 0,
                 next_handle: 1,
                 trxs: HashMap::new(),
                 handle_of_trx: HashMap::new(),
@@ -285,8 +349,12 @@ impl Shared {
 
     /// Connected to a primary component and holding the group's state.
     fn can_replicate(&self) -> bool {
-        self.connection.as_ref().is_some_and(|c| !c.closing)
+        self.connection.as_ref().is_some_and(|c| !c.closing && c.primary && c.has_state)
             && matches!(self.member_state, MemberState::Joined | MemberState::Synced)
+    }
+
+    fn group_node(&self) -> Option<Arc<GroupNode>> {
+        self.connection.as_ref().map(|c| c.node.clone())
     }
 
     fn save_state(&self, position: Gtid) {
@@ -296,11 +364,6 @@ impl Shared {
         }
     }
 
-    /// Forgets certification history every member has committed (one member here).
-    fn purge_certification(&mut self) {
-        let upto = self.committed.last_contiguous();
-        self.certification.purge_upto(upto);
-    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ pub struct StatVar {
 
 impl Shared {
     fn local_state(&self) -> (i64, &'static str) {
-        let connected = self.connection.as_ref().is_some_and(|c| !c.closed);
+        let connected = self.connection.as_ref().is_some();
         match self.member_state {
             _ if !connected => (0, "Initialized"),
             MemberState::Joined | MemberState::Synced if self.desync_count > 0 => (2, "Donor/Desynced"),
@@ -42,8 +42,13 @@ impl Provider {
         let shared = self.lock();
         let c = &shared.counters;
         let (state, comment) = shared.local_state();
-        let connection = shared.connection.as_ref().filter(|c| !c.closed);
-        let primary = connection.is_some_and(|c| !c.closing);
+        let connection = shared.connection.as_ref();
+        let primary = connection.is_some_and(|c| !c.closing && c.primary);
+        let members = connection.map_or(0, |c| c.view.members.len());
+        let weight = if primary { members } else { 0 };
+        let incoming = connection
+            .map(|c| c.view.members.iter().map(|m| m.incoming_address.as_str()).collect::<Vec<_>>().join(","))
+            .unwrap_or_default();
         let vars: Vec<(&'static str, StatValue)> = vec![
             ("local_state_uuid", Text(shared.group().to_string())),
             ("protocol_version", Int(11)),
@@ -92,8 +97,8 @@ impl Provider {
             ("cert_interval", Double(average(c.interval_sum, c.certified))),
             ("open_transactions", Int(shared.trxs.len() as i64)),
             ("open_connections", Int(0)),
-            ("incoming_addresses", Text(if connection.is_some() { self.node_incoming.clone() } else { String::new() })),
-            ("cluster_weight", Text(if primary { "1".into() } else { "0".into() })),
+            ("incoming_addresses", Text(incoming)),
+            ("cluster_weight", Text(weight.to_string())),
             ("desync_count", Text(shared.desync_count.to_string())),
             ("evs_delayed", Text(String::new())),
             ("evs_evict_list", Text(String::new())),

@@ -46,6 +46,16 @@ impl Application for FakeServer {
         Ok(())
     }
 
+    fn sst_request(&self) -> Result<Vec<u8>, CallbackFailed> {
+        self.record("sst_request".into());
+        Ok(b"trivial\0".to_vec())
+    }
+
+    fn sst_donate(&self, _recv: RecvCtx, _request: &[u8], state_id: Gtid, _bypass: bool) -> Result<(), CallbackFailed> {
+        self.record(format!("sst_donate {}", state_id.seqno));
+        Ok(())
+    }
+
     fn apply(&self, _recv: RecvCtx, request: &ApplyRequest<'_>) -> Result<Applied, CallbackFailed> {
         let provider = self.provider();
         assert_eq!(provider.commit_order_enter(request.handle, &request.meta), Status::Ok);
@@ -76,7 +86,8 @@ fn start_in(dir: PathBuf, options: &str) -> Result<Node, String> {
         node_address: "127.0.0.1".into(),
         node_incoming: "AUTO".into(),
         data_dir: format!("{}/", dir.display()),
-        options: options.into(),
+        // Tests run in parallel: every node takes a free port.
+        options: format!("gmcast.listen_addr=tcp://127.0.0.1:0;{options}"),
         start_position: Gtid::UNDEFINED,
     };
     let provider = Arc::new(Provider::init(args, server.clone())?);
@@ -99,7 +110,7 @@ impl Node {
     }
 
     fn wait_for(&self, done: impl Fn(&[String]) -> bool) {
-        for _ in 0..500 {
+        for _ in 0..2000 {
             if done(&self.server.calls()) {
                 return;
             }
@@ -316,13 +327,13 @@ fn clean_close_saves_position_and_restart_continues_the_history() {
 }
 
 #[test]
-fn bootstrap_is_refused_when_not_safe_and_joining_is_not_supported_yet() {
+fn bootstrap_is_refused_when_not_safe_and_bad_addresses_are_refused() {
     let dir = temp_dir("unsafe");
     let state = format!("version: 2.1\nuuid: {}\nseqno: 5\nsafe_to_bootstrap: 0\n", Uuid::random());
     std::fs::write(dir.join(FILE_NAME), state).unwrap();
     let node = start_in(dir, "").unwrap();
     assert_eq!(node.provider.connect("test", "gcomm://", true), Status::NodeFail);
-    assert_eq!(node.provider.connect("test", "gcomm://10.0.0.1", false), Status::NodeFail);
+    assert_eq!(node.provider.connect("test", "gcomm://10.0.0.1:notaport", false), Status::NodeFail);
     assert_eq!(node.provider.connect("test", "not empty but invalid", false), Status::NodeFail);
     assert_eq!(node.provider.recv(RecvCtx(1)), Status::Fatal, "recv without a connection");
 }

@@ -2,11 +2,16 @@
 //! brute-force abort and replay.
 use super::{LocalTrx, Provider, Shared, TrxState};
 use crate::application::{ApplyRequest, RecvCtx, WsHandle, TRX_ID_UNDEFINED};
-use crate::certification::{Candidate, Key, Verdict};
-use crate::types::{flags, Gtid, Seqno, SourceTrx, Status, TrxMeta, SEQNO_UNDEFINED};
+use crate::certification::{Key, Verdict};
+use crate::types::{Gtid, Seqno, SourceTrx, Status, TrxMeta, SEQNO_UNDEFINED};
+use crate::writeset::Writeset;
+use lockstep_group::{GroupNode, SubmitError};
 
 impl Shared {
     fn handle_id(&self, handle: WsHandle) -> Option<u64> {
+        if handle.opaque & super::applier::REMOTE_HANDLE != 0 {
+            return None;
+        }
         if handle.opaque != 0 && self.trxs.contains_key(&handle.opaque) {
             return Some(handle.opaque);
         }
@@ -40,6 +45,8 @@ impl Shared {
                 depends_on: SEQNO_UNDEFINED,
                 conn_id: 0,
                 left_commit_order: false,
+                must_abort: false,
+                local_id: 0,
             },
         );
         if handle.trx_id != TRX_ID_UNDEFINED {
@@ -60,41 +67,65 @@ impl Shared {
         }
     }
 
-    /// Hands out the next seqno and certifies the writeset at it, recording the result in
-    /// the counters. Everything here is in the global order.
-    pub(super) fn order_and_certify(&mut self, keys: &[Key], data_len: usize, ws_flags: u32) -> (Seqno, Verdict) {
-        let seqno = self.last_ordered + 1;
-        self.last_ordered = seqno;
+    /// Registers a writeset about to be sent, so the delivery thread hands its place and
+    /// verdict back instead of applying it.
+    pub(super) fn prepare_writeset(&mut self, source: SourceTrx, ws_flags: u32, keys: Vec<Key>, data: Vec<u8>) -> Writeset {
+        let local_id = self.next_local_id;
+        self.next_local_id += 1;
         let last_seen = self.committed.last_contiguous();
-        let candidate = Candidate {
-            seqno,
-            last_seen,
-            source: self.member(),
-            keys,
-            isolation: ws_flags & flags::ISOLATION != 0,
-            pa_unsafe: ws_flags & flags::PA_UNSAFE != 0,
-            implicit_deps: ws_flags & flags::IMPLICIT_DEPS != 0,
-        };
-        let verdict = self.certification.certify(&candidate);
-        let keys_bytes: usize = keys.iter().map(Key::byte_len).sum();
+        self.ordering.awaiting.insert(local_id, last_seen);
+        let ws = Writeset { source, local_id, last_seen, flags: ws_flags, keys, data };
+        let keys_bytes: usize = ws.keys.iter().map(Key::byte_len).sum();
         let c = &mut self.counters;
         c.replicated += 1;
-        c.repl_keys += keys.len() as i64;
+        c.repl_keys += ws.keys.len() as i64;
         c.repl_keys_bytes += keys_bytes as i64;
-        c.repl_data_bytes += data_len as i64;
-        c.replicated_bytes += (keys_bytes + data_len) as i64;
-        c.received += 1;
-        c.received_bytes += (keys_bytes + data_len) as i64;
-        if let Verdict::Pass { depends_on } = verdict {
-            c.certified += 1;
-            c.deps_distance_sum += seqno - depends_on;
-            c.interval_sum += seqno - last_seen - 1;
-        }
-        (seqno, verdict)
+        c.repl_data_bytes += ws.data.len() as i64;
+        c.replicated_bytes += (keys_bytes + ws.data.len()) as i64;
+        ws
     }
 }
 
+/// How many times a writeset the group says was never ordered is sent again.
+const RESUBMITS: usize = 3;
+
 impl Provider {
+    /// Sends a prepared writeset through the group and waits for its place and verdict.
+    pub(super) fn replicate(&self, node: &GroupNode, ws: &Writeset) -> Result<(Seqno, Verdict), Status> {
+        let mut attempts = 0;
+        let outcome = loop {
+            match node.submit(ws.encode()) {
+                Err(SubmitError::Retry) if attempts < RESUBMITS => attempts += 1,
+                other => break other,
+            }
+        };
+        let shared = self.lock();
+        let id = ws.local_id;
+        let (mut shared, _) = match outcome {
+            Ok(_) => self.wait_until(shared, None, |s| {
+                s.ordering.arrived.contains_key(&id) || !s.ordering.awaiting.contains_key(&id) || s.group_node().is_none()
+            }),
+            Err(_) => (shared, true),
+        };
+        if let Some(arrived) = shared.ordering.arrived.remove(&id) {
+            return Ok(arrived);
+        }
+        // If it is ordered after all, the delivery thread applies it like a remote writeset:
+        // the client saw an error, but every member ends up with the same data.
+        shared.ordering.awaiting.remove(&id);
+        match outcome {
+            Err(SubmitError::TooLarge) => Err(Status::SizeExceeded),
+            Err(e) => {
+                log::warn!("writeset of trx {} not replicated: {e}", ws.source.trx_id);
+                Err(Status::ConnFail)
+            }
+            Ok(seqno) => {
+                log::warn!("writeset of trx {} ordered at {seqno} but the connection closed", ws.source.trx_id);
+                Err(Status::ConnFail)
+            }
+        }
+    }
+
     /// Adds keys to the transaction's writeset; returns its token for the handle's `opaque`.
     pub fn append_key(&self, handle: WsHandle, keys: Vec<Key>) -> u64 {
         let mut shared = self.lock();
@@ -143,16 +174,41 @@ impl Provider {
             return (Status::SizeExceeded, unordered);
         }
         let keys = std::mem::take(&mut trx.keys);
-        let data_len = trx.data.len();
-        let (seqno, verdict) = shared.order_and_certify(&keys, data_len, ws_flags);
+        let data = trx.data.clone();
+        let trx_id = trx.trx_id;
+        trx.state = TrxState::Ordering;
+        let Some(node) = shared.group_node() else { return (Status::ConnFail, unordered) };
+        let source = SourceTrx { node: shared.member(), trx_id, conn_id };
+        let ws = shared.prepare_writeset(source, ws_flags, keys, data);
+        if let Some(trx) = shared.trxs.get_mut(&id) {
+            trx.local_id = ws.local_id;
+        }
+        drop(shared);
+        let result = self.replicate(&node, &ws);
+        drop(ws);
+        let mut shared = self.lock();
         let log_conflicts = shared.options.flag("cert.log_conflicts");
-        let trx = shared.trxs.get_mut(&id).expect("looked up under the same lock");
+        let Some(trx) = shared.trxs.get_mut(&id) else {
+            return (Status::TrxFail, unordered);
+        };
+        let (seqno, verdict) = match result {
+            Ok(r) => r,
+            Err(status) => {
+                trx.state = TrxState::Aborted;
+                return (status, unordered);
+            }
+        };
         trx.seqno = seqno;
         let status = match verdict {
             Verdict::Pass { depends_on } => {
                 trx.depends_on = depends_on;
-                trx.state = TrxState::Certified;
-                Status::Ok
+                if trx.must_abort {
+                    trx.state = TrxState::MustReplay;
+                    Status::BfAbort
+                } else {
+                    trx.state = TrxState::Certified;
+                    Status::Ok
+                }
             }
             Verdict::Fail => {
                 trx.state = TrxState::CertFailed;
@@ -183,7 +239,8 @@ impl Provider {
         let (mut shared, _) = self.wait_until(shared, None, |s| {
             let must_replay =
                 id.and_then(|id| s.trxs.get(&id)).is_some_and(|t| matches!(t.state, TrxState::MustReplay));
-            must_replay || s.commit_order.last_contiguous() >= seqno - 1
+            let held = s.paused_at.is_some_and(|at| seqno > at);
+            must_replay || (s.commit_order.last_contiguous() >= seqno - 1 && !held)
         });
         if let Some(trx) = id.and_then(|id| shared.trxs.get_mut(&id)) {
             match trx.state {
@@ -208,6 +265,12 @@ impl Provider {
         }
         let mut shared = self.lock();
         shared.commit_order.finish(seqno);
+        let remote = handle.opaque & super::applier::REMOTE_HANDLE != 0;
+        if remote && !error.is_empty() {
+            if let Some(c) = shared.connection.as_mut() {
+                c.apply_failed = Some(seqno);
+            }
+        }
         if let Some(trx) = shared.trx_mut(handle) {
             trx.left_commit_order = true;
         }
@@ -232,7 +295,6 @@ impl Provider {
             if matches!(trx.state, TrxState::Committing | TrxState::Replaying) {
                 shared.counters.local_commits += 1;
             }
-            shared.purge_certification();
             drop(shared);
             self.notify();
         }
@@ -251,6 +313,19 @@ impl Provider {
             TrxState::Executing => {
                 trx.state = TrxState::Aborted;
                 Status::Ok
+            }
+            // Being ordered: unless it already arrived ahead of the aborter, it must not
+            // commit before it; it replays if it passes certification.
+            TrxState::Ordering => {
+                let local_id = trx.local_id;
+                match shared.ordering.arrived.get(&local_id) {
+                    Some((seqno, _)) if *seqno < bf_seqno => return (Status::NotAllowed, *seqno),
+                    _ => {
+                        let trx = shared.trxs.get_mut(&id).expect("index and table agree");
+                        trx.must_abort = true;
+                        Status::Ok
+                    }
+                }
             }
             // Ordered after the aborter and not yet committing: roll back, then replay.
             TrxState::Certified if seqno > bf_seqno => {

@@ -3,6 +3,7 @@
 
 mod acked_survive;
 mod cache_serves;
+mod message_order;
 mod no_gaps;
 mod progress;
 mod same_bytes;
@@ -10,16 +11,19 @@ mod view_order;
 
 pub use acked_survive::AckedSurvive;
 pub use cache_serves::CacheServes;
+pub use message_order::MessageOrder;
 pub use no_gaps::NoGaps;
 pub use progress::Progress;
 pub use same_bytes::SameBytes;
 pub use view_order::ViewOrder;
 
 use crate::member::Status;
-use crate::types::{Delivered, MemberId, Seqno};
+use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, Seqno};
 
 /// State of the members still running when the run ends.
 pub struct EndState {
+    /// What member 1 bootstrapped the cluster with.
+    pub genesis: Genesis,
     pub live: Vec<Status>,
     /// Acknowledged probes submitted after the heal.
     pub probes_acked: usize,
@@ -36,7 +40,12 @@ pub trait Invariant {
     fn on_ack(&mut self, _member: MemberId, _seqno: Seqno, _hash: u64) -> Result<(), String> {
         Ok(())
     }
-    /// The member restarts and resumes delivering after `resume_after`.
+    /// The sender of an unnumbered message (its request number) was told it was ordered
+    /// after `seqno`; its bytes hash to `hash`.
+    fn on_message_ack(&mut self, _member: MemberId, _request: u64, _seqno: Seqno, _hash: u64) -> Result<(), String> {
+        Ok(())
+    }
+    /// The member (re)starts and resumes delivering after `resume_after`.
     fn on_restart(&mut self, _member: MemberId, _resume_after: Seqno) -> Result<(), String> {
         Ok(())
     }
@@ -53,6 +62,7 @@ pub fn all() -> Vec<Box<dyn Invariant>> {
         Box::new(ViewOrder::default()),
         Box::new(AckedSurvive::default()),
         Box::new(CacheServes::default()),
+        Box::new(MessageOrder::default()),
         Box::new(Progress),
     ]
 }
@@ -70,9 +80,15 @@ pub fn hash_bytes(kind: u8, bytes: &[u8]) -> u64 {
 /// Hash of a delivery: its kind and bytes.
 pub fn delivered_hash(d: &Delivered) -> u64 {
     let kind = match d.kind {
-        crate::types::DeliveredKind::Writeset { .. } => 1,
-        crate::types::DeliveredKind::View(_) => 2,
-        crate::types::DeliveredKind::StateGap => 3,
+        DeliveredKind::Writeset { .. } => 1,
+        DeliveredKind::View(_) => 2,
+        DeliveredKind::StateGap => 3,
+        DeliveredKind::Message { .. } => 4,
     };
     hash_bytes(kind, &d.bytes)
+}
+
+/// Whether a delivery takes a seqno of its own (a message shares the one before it).
+pub fn is_numbered(d: &Delivered) -> bool {
+    !matches!(d.kind, DeliveredKind::Message { .. })
 }

@@ -1,5 +1,6 @@
 //! Progress after heal: once faults stop, every running member is back in one primary
-//! component at the same seqno, and new writesets are acknowledged.
+//! component at the same seqno, with the genesis' history, and new writesets are
+//! acknowledged.
 
 use super::{EndState, Invariant};
 
@@ -27,6 +28,9 @@ impl Invariant for Progress {
             }
             if !first.view.contains(s.id) {
                 return Err(format!("{} runs but is not in the final view", s.id));
+            }
+            if s.history != end.genesis.history {
+                return Err(format!("{} has history {:02x?}, not the genesis'", s.id, s.history));
             }
         }
         Ok(())

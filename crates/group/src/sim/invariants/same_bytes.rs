@@ -1,6 +1,7 @@
 //! Same seqno → same bytes (and same kind) on every member: the total order is one.
+//! (Unnumbered messages are checked by `MessageOrder`.)
 
-use super::{delivered_hash, Invariant};
+use super::{delivered_hash, is_numbered, Invariant};
 use crate::types::{Delivered, DeliveredKind, MemberId, Seqno};
 use std::collections::BTreeMap;
 
@@ -16,7 +17,7 @@ impl Invariant for SameBytes {
     }
 
     fn on_deliver(&mut self, member: MemberId, d: &Delivered) -> Result<(), String> {
-        if d.kind == DeliveredKind::StateGap {
+        if d.kind == DeliveredKind::StateGap || !is_numbered(d) {
             return Ok(());
         }
         let hash = delivered_hash(d);

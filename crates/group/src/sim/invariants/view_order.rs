@@ -24,7 +24,7 @@ impl Invariant for ViewOrder {
                 self.last_view.remove(&member);
                 Ok(())
             }
-            DeliveredKind::Writeset { .. } => Ok(()),
+            DeliveredKind::Writeset { .. } | DeliveredKind::Message { .. } => Ok(()),
             DeliveredKind::View(view) => {
                 if let Some(&last) = self.last_view.get(&member) {
                     if view.view_id != last + 1 {

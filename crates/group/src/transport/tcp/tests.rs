@@ -77,3 +77,33 @@ fn a_malformed_record_drops_the_connection_and_nothing_else() {
     a.send(MemberId(2), &message(1));
     assert!(b_rx.recv_timeout(Duration::from_secs(5)).is_ok());
 }
+
+#[test]
+fn a_seed_address_is_resolved_to_its_member_and_our_own_is_ignored() {
+    let (a, a_rx) = listening(1, "c");
+    let (b, b_rx) = listening(2, "c");
+    let (found_tx, found_rx) = channel();
+    // By host name: the transport learns the id from the hello, then routes by it.
+    let by_name = format!("localhost:{}", b.local_addr().port());
+    let tx = found_tx.clone();
+    a.discover(&by_name, move |id| tx.send(id).unwrap());
+    assert_eq!(found_rx.recv_timeout(Duration::from_secs(5)).unwrap(), MemberId(2));
+    a.send(MemberId(2), &message(1));
+    assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
+    // Our own address in the seed list is recognised by our own id.
+    a.discover(&a.local_addr().to_string(), move |id| found_tx.send(id).unwrap());
+    assert!(found_rx.recv_timeout(Duration::from_millis(500)).is_err());
+    // A seed that is not up yet is found once it is.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (late_tx, late_rx) = channel();
+    b.discover(&format!("127.0.0.1:{port}"), move |id| late_tx.send(id).unwrap());
+    thread::sleep(Duration::from_millis(700));
+    let (tx, _) = channel();
+    let tx = Mutex::new(tx);
+    let _c = Transport::start(MemberId(3), "c", &format!("127.0.0.1:{port}"), 1 << 20, move |m| {
+        let _ = tx.lock().unwrap().send(m);
+    })
+    .unwrap();
+    assert_eq!(late_rx.recv_timeout(Duration::from_secs(5)).unwrap(), MemberId(3));
+    assert!(a_rx.try_recv().is_err());
+}

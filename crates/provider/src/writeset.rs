@@ -1,0 +1,196 @@
+//! What the provider sends through the group's total order, and its byte format (ours,
+//! not Galera's: only MariaDB-visible behaviour must match Galera).
+//!
+//! Writesets take a global seqno; control messages are ordered among them but take none
+//! (see docs/design/replication.md).
+use crate::certification::{Key, KeyType};
+use crate::types::{Gtid, Seqno, SourceTrx, Uuid};
+use lockstep_group::codec::{DecodeError, Reader, Writer};
+
+const FORMAT_VERSION: u8 = 1;
+
+/// A transaction's or an isolated statement's writeset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Writeset {
+    pub source: SourceTrx,
+    /// Origin-local number that lets the origin recognise its own writeset when delivered.
+    pub local_id: u64,
+    /// The origin's last committed seqno when it replicated: certification looks for
+    /// conflicts only after it.
+    pub last_seen: Seqno,
+    pub flags: u32,
+    pub keys: Vec<Key>,
+    pub data: Vec<u8>,
+}
+
+/// Ordered messages that take no seqno.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Causal-read barrier: its delivery position is the causal point.
+    Barrier,
+    /// The sender will never again replicate a writeset that saw less than `seqno`, so
+    /// certification history at or below the minimum over members may be purged.
+    CommitCut { seqno: Seqno },
+    /// A member without usable state asks for a state transfer.
+    StateRequest { sst_request: Vec<u8>, position: Gtid, donors: String },
+    /// The sender has the group's state and has caught up with the order.
+    Synced,
+}
+
+const WRITESET: u8 = 1;
+const BARRIER: u8 = 2;
+const COMMIT_CUT: u8 = 3;
+const STATE_REQUEST: u8 = 4;
+const SYNCED: u8 = 5;
+
+fn put_uuid(w: &mut Writer, uuid: &Uuid) {
+    w.bytes(&uuid.0);
+}
+
+fn get_uuid(r: &mut Reader<'_>) -> Result<Uuid, DecodeError> {
+    let bytes = r.bytes()?;
+    <[u8; 16]>::try_from(bytes.as_slice()).map(Uuid).map_err(|_| DecodeError("uuid of wrong length"))
+}
+
+fn header(kind: u8) -> Writer {
+    let mut w = Writer::default();
+    w.u8(FORMAT_VERSION).u8(kind);
+    w
+}
+
+fn open<'a>(bytes: &'a [u8], expected: &[u8]) -> Result<(Reader<'a>, u8), DecodeError> {
+    let mut r = Reader::new(bytes);
+    if r.u8()? != FORMAT_VERSION {
+        return Err(DecodeError("unknown format version"));
+    }
+    let kind = r.u8()?;
+    if !expected.contains(&kind) {
+        return Err(DecodeError("unexpected message kind"));
+    }
+    Ok((r, kind))
+}
+
+impl Writeset {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = header(WRITESET);
+        put_uuid(&mut w, &self.source.node);
+        w.u64(self.source.trx_id).u64(self.source.conn_id).u64(self.local_id);
+        w.u64(self.last_seen as u64).u32(self.flags).len(self.keys.len());
+        for key in &self.keys {
+            w.u8(key.kind as u8).len(key.parts.len());
+            for part in &key.parts {
+                w.bytes(part);
+            }
+        }
+        w.bytes(&self.data);
+        w.bytes
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Writeset, DecodeError> {
+        let (mut r, _) = open(bytes, &[WRITESET])?;
+        let source = SourceTrx { node: get_uuid(&mut r)?, trx_id: r.u64()?, conn_id: r.u64()? };
+        let local_id = r.u64()?;
+        let last_seen = r.u64()? as Seqno;
+        let flags = r.u32()?;
+        let count = r.len(2)?;
+        let mut keys = Vec::with_capacity(count);
+        for _ in 0..count {
+            let kind = KeyType::from_raw(u32::from(r.u8()?)).ok_or(DecodeError("unknown key type"))?;
+            let parts = (0..r.len(4)?).map(|_| r.bytes()).collect::<Result<Vec<_>, _>>()?;
+            keys.push(Key::new(parts, kind));
+        }
+        let data = r.bytes()?;
+        r.finish()?;
+        Ok(Writeset { source, local_id, last_seen, flags, keys, data })
+    }
+
+    pub fn byte_len(&self) -> usize {
+        self.data.len() + self.keys.iter().map(Key::byte_len).sum::<usize>()
+    }
+}
+
+impl Control {
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Control::Barrier => header(BARRIER).bytes,
+            Control::CommitCut { seqno } => {
+                let mut w = header(COMMIT_CUT);
+                w.u64(*seqno as u64);
+                w.bytes
+            }
+            Control::StateRequest { sst_request, position, donors } => {
+                let mut w = header(STATE_REQUEST);
+                w.bytes(sst_request);
+                put_uuid(&mut w, &position.uuid);
+                w.u64(position.seqno as u64).str(donors);
+                w.bytes
+            }
+            Control::Synced => header(SYNCED).bytes,
+        }
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Control, DecodeError> {
+        let (mut r, kind) = open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED])?;
+        let control = match kind {
+            BARRIER => Control::Barrier,
+            COMMIT_CUT => Control::CommitCut { seqno: r.u64()? as Seqno },
+            STATE_REQUEST => {
+                let sst_request = r.bytes()?;
+                let position = Gtid::new(get_uuid(&mut r)?, r.u64()? as Seqno);
+                Control::StateRequest { sst_request, position, donors: r.str()? }
+            }
+            _ => Control::Synced,
+        };
+        r.finish()?;
+        Ok(control)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writesets_and_controls_survive_the_trip() {
+        let ws = Writeset {
+            source: SourceTrx { node: Uuid::random(), trx_id: 7, conn_id: 9 },
+            local_id: 3,
+            last_seen: -1,
+            flags: 0x41,
+            keys: vec![Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update)],
+            data: b"rows".to_vec(),
+        };
+        assert_eq!(Writeset::decode(&ws.encode()).unwrap(), ws);
+        let controls = [
+            Control::Barrier,
+            Control::CommitCut { seqno: 42 },
+            Control::StateRequest {
+                sst_request: b"rsync\0127.0.0.1:4444/rsync_sst\0".to_vec(),
+                position: Gtid::UNDEFINED,
+                donors: "node1,".into(),
+            },
+            Control::Synced,
+        ];
+        for c in controls {
+            assert_eq!(Control::decode(&c.encode()).unwrap(), c);
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let ws = Writeset {
+            source: SourceTrx { node: Uuid::NIL, trx_id: 1, conn_id: 1 },
+            local_id: 1,
+            last_seen: 5,
+            flags: 0,
+            keys: vec![],
+            data: vec![1, 2, 3],
+        }
+        .encode();
+        for cut in 0..ws.len() {
+            assert!(Writeset::decode(&ws[..cut]).is_err());
+        }
+        assert!(Control::decode(&ws).is_err());
+        assert!(Writeset::decode(&Control::Synced.encode()).is_err());
+    }
+}
