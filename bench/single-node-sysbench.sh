@@ -4,28 +4,24 @@
 # The provider is LOCKSTEP_PROVIDER or target/release/liblockstep.so; set
 # LOCKSTEP_PROVIDER=/usr/lib/galera/libgalera_smm.so for Galera's number on the same machine.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=SCRIPTDIR/lib.sh
+source "$(dirname "$0")/lib.sh"
+bench_setup
 seconds=${1:-60}
 threads=${2:-8}
 
 cargo build --release
-# Honour CARGO_TARGET_DIR; the provider under test is the one just built unless named.
-target_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
+# The provider under test is the one just built unless named.
 export LOCKSTEP_PROVIDER=${LOCKSTEP_PROVIDER:-$target_dir/release/liblockstep.so}
-lockstep=$target_dir/release/lockstep
 dir=$(mktemp -d /tmp/lockstep-bench.XXXXXX)
 trap '"$lockstep" cluster down --dir "$dir" >/dev/null; rm -rf "$dir"' EXIT
 
 "$lockstep" cluster up --nodes 1 --dir "$dir"
 socket=$dir/node1/mariadbd.sock
-mariadb --no-defaults -S "$socket" -uroot -e "CREATE DATABASE sbtest"
+bench_prepare "$socket"
+bench_run oltp_write_only "$socket" "$threads" "$seconds" | tee "$dir/run.txt"
 
-sysbench_cmd=(sysbench oltp_write_only --db-driver=mysql "--mysql-socket=$socket" --mysql-user=root
-    --mysql-db=sbtest --tables=4 --table-size=100000 --db-ps-mode=disable)
-"${sysbench_cmd[@]}" --threads=4 prepare >/dev/null
-"${sysbench_cmd[@]}" --threads="$threads" --time="$seconds" --report-interval=10 run | tee "$dir/run.txt"
-
-errors=$(awk '/ignored errors:/ {print $3}' "$dir/run.txt")
+errors=$(bench_result "$dir/run.txt" errors)
 "$lockstep" cluster status --dir "$dir"
 if [[ $errors != 0 ]]; then
     echo "bench: $errors ignored errors" >&2

@@ -1,6 +1,9 @@
 //! A test cluster in its own temporary directory, stopped when the test ends.
 // Each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
+pub mod session;
+pub mod workload;
+
 use lockstep_cluster::{default_provider, Cluster, ClusterSpec, Node};
 use std::path::PathBuf;
 use std::thread;
@@ -36,6 +39,10 @@ impl TestCluster {
         let mut test = TestCluster::create(test_name, node_count, "");
         test.cluster.start().unwrap_or_else(|e| panic!("starting the cluster failed: {e}"));
         test
+    }
+
+    pub fn nodes(&self) -> &[Node] {
+        &self.cluster.nodes
     }
 
     /// The first (bootstrap) node.
@@ -85,13 +92,85 @@ pub fn last_committed(node: &Node) -> i64 {
 /// Polls `wsrep_local_state_comment` until it equals `expected`; state changes such as resync
 /// after `wsrep_desync=OFF` complete asynchronously.
 pub fn wait_for_state_comment(node: &Node, expected: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let current = status_var(node, "wsrep_local_state_comment");
-        if current == expected {
-            return;
+    wait_for_status(node, &[("wsrep_local_state_comment", expected)], Duration::from_secs(20));
+}
+
+/// Polls `node`'s wsrep status until every `(name, value)` of `expected` holds; panics after
+/// `timeout` with the values last seen.
+pub fn wait_for_status(node: &Node, expected: &[(&str, &str)], timeout: Duration) {
+    wait_until(&format!("{} to report {expected:?}", node.name()), timeout, || {
+        let status = node.status().map_err(|e| e.to_string())?;
+        let seen: Vec<(&str, &str)> =
+            expected.iter().map(|(name, _)| (*name, status.get(name).unwrap_or("-"))).collect();
+        if seen == expected {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
         }
-        assert!(Instant::now() < deadline, "wsrep_local_state_comment stayed {current:?}, expected {expected:?}");
-        thread::sleep(Duration::from_millis(100));
+    });
+}
+
+/// Polls `check` every 100 ms until it returns `Ok`; panics after `timeout` with `what` and
+/// the last `Err` (what was seen instead).
+pub fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> Result<(), String>) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check() {
+            Ok(()) => return,
+            Err(seen) if Instant::now() >= deadline => {
+                panic!("timed out after {} s waiting for {what}; last seen: {seen}", timeout.as_secs())
+            }
+            Err(_) => thread::sleep(Duration::from_millis(100)),
+        }
     }
+}
+
+/// Waits until every node has committed the same writesets (equal `wsrep_last_committed`,
+/// empty receive queue); call it once writes have stopped.
+pub fn wait_until_converged(nodes: &[Node]) {
+    wait_until("the nodes to commit the same writesets", Duration::from_secs(60), || {
+        let seen: Vec<(String, String)> = nodes
+            .iter()
+            .map(|node| {
+                let status = node.status().map_err(|e| format!("{}: {e}", node.name()))?;
+                let get = |name| status.get(name).unwrap_or("-").to_string();
+                Ok((get("wsrep_last_committed"), get("wsrep_local_recv_queue")))
+            })
+            .collect::<Result<_, String>>()?;
+        if seen.iter().all(|(committed, queue)| *committed == seen[0].0 && queue == "0") {
+            Ok(())
+        } else {
+            Err(format!("(last_committed, recv_queue) per node: {seen:?}"))
+        }
+    });
+}
+
+/// Waits for the nodes to converge ([`wait_until_converged`]), then checks that every node has
+/// the same tables in `db`, with the same definitions (`SHOW CREATE TABLE` without the
+/// `AUTO_INCREMENT=` counter, which each node keeps for itself) and the same `CHECKSUM TABLE`.
+pub fn assert_same_data(nodes: &[Node], db: &str) {
+    wait_until_converged(nodes);
+    let reference = table_fingerprints(&nodes[0], db);
+    assert!(!reference.is_empty(), "{}: no table in {db}", nodes[0].name());
+    for node in &nodes[1..] {
+        let fingerprints = table_fingerprints(node, db);
+        assert_eq!(fingerprints, reference, "{} differs from {} in {db}", node.name(), nodes[0].name());
+    }
+}
+
+/// `(table, definition, checksum)` for every table of `db`.
+pub fn table_fingerprints(node: &Node, db: &str) -> Vec<(String, String, String)> {
+    let tables = sql(node, &format!("SHOW TABLES FROM {db}"));
+    tables
+        .lines()
+        .map(|table| {
+            let create = sql(node, &format!("SHOW CREATE TABLE {db}.{table}"));
+            let definition: String =
+                create.split(' ').filter(|word| !word.starts_with("AUTO_INCREMENT=")).collect::<Vec<_>>().join(" ");
+            let checksum = sql(node, &format!("CHECKSUM TABLE {db}.{table}"));
+            let checksum = checksum.trim().rsplit('\t').next().unwrap_or("").to_string();
+            assert!(checksum.parse::<u64>().is_ok(), "{}: CHECKSUM TABLE {db}.{table} gave {checksum:?}", node.name());
+            (table.to_string(), definition, checksum)
+        })
+        .collect()
 }

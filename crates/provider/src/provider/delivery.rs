@@ -198,6 +198,11 @@ impl Shared {
         let Some(c) = self.connection.as_mut() else { return };
         c.view = view.clone();
         if !view.contains(me) {
+            if c.closing {
+                // The view that removes us after we left: the server never sees it, so
+                // our saved position must not include it.
+                return;
+            }
             self.finish_unused(seqno);
             return;
         }
