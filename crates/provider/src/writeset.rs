@@ -165,7 +165,7 @@ mod tests {
             Control::Barrier,
             Control::CommitCut { seqno: 42 },
             Control::StateRequest {
-                sst_request: b"rsync\0127.0.0.1:4444/rsync_sst\0".to_vec(),
+                sst_request: b"rsync\x00127.0.0.1:4444/rsync_sst\x00".to_vec(),
                 position: Gtid::UNDEFINED,
                 donors: "node1,".into(),
             },

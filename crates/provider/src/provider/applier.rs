@@ -12,12 +12,6 @@ pub(super) const REMOTE_HANDLE: u64 = 1 << 63;
 /// A joiner whose request found no donor asks again after this long.
 const DONOR_RETRY: Duration = Duration::from_secs(1);
 
-impl Shared {
-    fn is_generation(&self, generation: u64) -> bool {
-        self.connection.as_ref().is_some_and(|c| c.generation == generation)
-    }
-}
-
 impl Provider {
     /// The applier loop of one MariaDB applier thread.
     pub fn recv(&self, ctx: RecvCtx) -> Status {
@@ -36,7 +30,7 @@ impl Provider {
     fn receive_loop(&self, ctx: RecvCtx, generation: u64) -> Status {
         let mut shared = self.lock();
         loop {
-            if !shared.is_generation(generation) {
+            if !shared.is_current(generation) {
                 return Status::Ok;
             }
             let Some(event) = shared.events.pop_front() else {
@@ -46,7 +40,9 @@ impl Provider {
             drop(shared);
             self.notify();
             let outcome = match event {
-                Event::View { view, first_in_connection } => self.deliver_view(ctx, generation, &view, first_in_connection),
+                Event::View { view, first_in_connection } => {
+                    self.deliver_view(ctx, generation, &view, first_in_connection)
+                }
                 Event::NonPrimary { view } => {
                     self.app.view(ctx, &view).map(|_| false).map_err(|e| self.callback_failed(e.0))
                 }
@@ -79,20 +75,20 @@ impl Provider {
     fn wait_turn(&self, generation: u64, after: Seqno, seqno: Seqno) -> bool {
         let shared = self.lock();
         let (shared, _) = self.wait_until(shared, None, |s| {
-            !s.is_generation(generation)
-                || (s.has_state_now()
+            !s.is_current(generation)
+                || (s.has_state()
                     && s.connection.as_ref().is_some_and(|c| c.app_ready)
                     && s.committed.last_contiguous() >= after
                     && s.paused_at.is_none_or(|at| seqno <= at))
         });
-        shared.is_generation(generation)
+        shared.is_current(generation)
     }
 
     fn deliver_view(&self, ctx: RecvCtx, generation: u64, view: &View, first: bool) -> Result<bool, Status> {
         let (has_state, app_ready) = {
             let shared = self.lock();
             let c = shared.connection.as_ref();
-            (shared.has_state_now(), c.is_some_and(|c| c.app_ready))
+            (shared.has_state(), c.is_some_and(|c| c.app_ready))
         };
         if !app_ready {
             if first {
@@ -148,7 +144,7 @@ impl Provider {
             let (node, position) = {
                 let mut shared = self.lock();
                 shared.member_state = MemberState::Joining;
-                let position = if shared.has_state_now() { shared.last_committed() } else { Gtid::UNDEFINED };
+                let position = if shared.has_state() { shared.last_committed() } else { Gtid::UNDEFINED };
                 let Some(c) = shared.connection.as_mut().filter(|c| c.generation == generation) else {
                     return Ok(());
                 };
@@ -165,8 +161,7 @@ impl Provider {
             }
             let shared = self.lock();
             let (mut shared, _) = self.wait_until(shared, None, |s| {
-                !s.is_generation(generation)
-                    || s.connection.as_ref().is_some_and(|c| c.transfer != Transfer::Requested)
+                !s.is_current(generation) || s.connection.as_ref().is_some_and(|c| c.transfer != Transfer::Requested)
             });
             let Some(c) = shared.connection.as_mut().filter(|c| c.generation == generation) else {
                 return Ok(());
@@ -365,15 +360,10 @@ impl Event {
 }
 
 impl Shared {
-    fn has_state_now(&self) -> bool {
-        self.connection.as_ref().is_some_and(|c| c.has_state)
-    }
-
     /// After a state transfer: our history now starts at `position`.
     fn install_position(&mut self, position: Gtid) {
         self.position = position;
-        self.committed = crate::seqno_window::SeqnoWindow::starting_at(position.seqno);
-        self.commit_order = crate::seqno_window::SeqnoWindow::starting_at(position.seqno);
+        self.restart_windows(position.seqno);
         self.save_state(Gtid::new(position.uuid, crate::types::SEQNO_UNDEFINED));
     }
 }

@@ -130,7 +130,11 @@ impl Provider {
             member_uuid(me),
             self.node_name,
             addresses.listen,
-            if bootstrap { "bootstrapping a new primary component".to_string() } else { format!("peers {:?}", addresses.peers) }
+            if bootstrap {
+                "bootstrapping a new primary component".to_string()
+            } else {
+                format!("peers {:?}", addresses.peers)
+            }
         );
         drop(shared);
         let provider = self.clone();
@@ -198,7 +202,8 @@ impl Provider {
     fn close_connection(&self, why: &str) {
         let mut shared = self.lock();
         let Some(mut c) = shared.connection.take() else { return };
-        let position = if c.has_state { Gtid::new(c.group, shared.committed.last_contiguous()) } else { shared.position };
+        let position =
+            if c.has_state { Gtid::new(c.group, shared.committed.last_contiguous()) } else { shared.position };
         shared.position = position;
         shared.member_state = MemberState::Initialized;
         shared.desync_count = 0;

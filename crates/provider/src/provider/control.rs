@@ -66,8 +66,7 @@ impl Provider {
         let target = shared.ordering.delivered;
         shared.paused_at = Some(target);
         let deadline = Instant::now().checked_add(PAUSE_DRAIN_TIMEOUT);
-        let (mut shared, drained) =
-            self.wait_until(shared, deadline, |s| s.committed.last_contiguous() >= target);
+        let (mut shared, drained) = self.wait_until(shared, deadline, |s| s.committed.last_contiguous() >= target);
         if !drained {
             shared.paused_at = None;
             drop(shared);

@@ -28,9 +28,8 @@ impl Provider {
         loop {
             {
                 let shared = self.lock();
-                let (shared, _) = self.wait_until(shared, None, |s| {
-                    s.events.len() < MAX_BUFFERED_EVENTS || !s.is_current(generation)
-                });
+                let (shared, _) = self
+                    .wait_until(shared, None, |s| s.events.len() < MAX_BUFFERED_EVENTS || !s.is_current(generation));
                 if !shared.is_current(generation) {
                     return;
                 }
@@ -74,7 +73,7 @@ fn group_history(node: &GroupNode) -> Uuid {
 }
 
 impl Shared {
-    fn is_current(&self, generation: u64) -> bool {
+    pub(super) fn is_current(&self, generation: u64) -> bool {
         self.connection.as_ref().is_some_and(|c| c.generation == generation)
     }
 
@@ -128,11 +127,10 @@ impl Shared {
         self.certification = index;
         self.ordering.delivered = first;
         self.ordering.barrier = first;
-        self.committed = crate::seqno_window::SeqnoWindow::starting_at(start);
-        self.commit_order = crate::seqno_window::SeqnoWindow::starting_at(start);
+        self.restart_windows(start);
     }
 
-    fn has_state(&self) -> bool {
+    pub(super) fn has_state(&self) -> bool {
         self.connection.as_ref().is_some_and(|c| c.has_state)
     }
 
@@ -185,7 +183,11 @@ impl Shared {
             Verdict::Fail => (seqno - 1, true),
         };
         if failed && self.options.flag("cert.log_conflicts") {
-            log::info!("writeset of trx {} from {} failed certification at seqno {seqno}", ws.source.trx_id, ws.source.node);
+            log::info!(
+                "writeset of trx {} from {} failed certification at seqno {seqno}",
+                ws.source.trx_id,
+                ws.source.node
+            );
         }
         self.events.push_back(Event::Apply { seqno, writeset: Box::new(ws), depends_on, failed });
     }

@@ -85,7 +85,10 @@ enum Transfer {
     Requested,
     /// The group had no member able to donate: ask again.
     NoDonor,
-    Received { position: Gtid, rcode: i32 },
+    Received {
+        position: Gtid,
+        rcode: i32,
+    },
 }
 
 struct Connection {
@@ -357,13 +360,18 @@ impl Shared {
         self.connection.as_ref().map(|c| c.node.clone())
     }
 
+    /// Both monitors start over with everything up to `seqno` finished.
+    fn restart_windows(&mut self, seqno: Seqno) {
+        self.committed = SeqnoWindow::starting_at(seqno);
+        self.commit_order = SeqnoWindow::starting_at(seqno);
+    }
+
     fn save_state(&self, position: Gtid) {
         let state = SavedState { position, safe_to_bootstrap: self.safe_to_bootstrap };
         if let Err(e) = self.state_file.write(&state) {
             log::error!("failed to write {}: {e}", crate::grastate::FILE_NAME);
         }
     }
-
 }
 
 #[cfg(test)]

@@ -69,7 +69,13 @@ impl Shared {
 
     /// Registers a writeset about to be sent, so the delivery thread hands its place and
     /// verdict back instead of applying it.
-    pub(super) fn prepare_writeset(&mut self, source: SourceTrx, ws_flags: u32, keys: Vec<Key>, data: Vec<u8>) -> Writeset {
+    pub(super) fn prepare_writeset(
+        &mut self,
+        source: SourceTrx,
+        ws_flags: u32,
+        keys: Vec<Key>,
+        data: Vec<u8>,
+    ) -> Writeset {
         let local_id = self.next_local_id;
         self.next_local_id += 1;
         let last_seen = self.committed.last_contiguous();
@@ -103,7 +109,9 @@ impl Provider {
         let id = ws.local_id;
         let (mut shared, _) = match outcome {
             Ok(_) => self.wait_until(shared, None, |s| {
-                s.ordering.arrived.contains_key(&id) || !s.ordering.awaiting.contains_key(&id) || s.group_node().is_none()
+                s.ordering.arrived.contains_key(&id)
+                    || !s.ordering.awaiting.contains_key(&id)
+                    || s.group_node().is_none()
             }),
             Err(_) => (shared, true),
         };
