@@ -1,24 +1,31 @@
 //! Three nodes on loopback: replication, conflicts between nodes, concurrent load, DDL under
-//! load, and a node crash under load. All pass against Galera 4:
+//! load, and a node crash under load. They pass against Galera 4 as well:
 //!
 //!     LOCKSTEP_PROVIDER=/usr/lib/galera/libgalera_smm.so \
-//!         cargo test -p lockstep-cluster --release --test three_nodes -- --ignored --test-threads=1
+//!         cargo test -p lockstep-cluster --release --test three_nodes
 //!
-//! They are ignored until the Lockstep provider forms multi-node clusters. `--nocapture` shows
-//! the workload reports (commits and conflicts per node); `LOCKSTEP_LOAD_SECONDS` sets the
-//! length of the bank test's load (default 60).
+//! `--nocapture` shows the workload reports (commits and conflicts per node);
+//! `LOCKSTEP_LOAD_SECONDS` sets the length of the bank test's load (default 60).
 mod common;
 
 use common::session::{Session, DEADLOCK};
 use common::workload::{assert_bank_consistent, create_bank, load_duration, Load};
 use common::{assert_same_data, last_committed, sql, status_var, wait_for_status, wait_until_converged, TestCluster};
 use lockstep_cluster::Node;
+use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
 /// Accounts of the bank workload: few enough for transfers on different nodes to collide.
 const ACCOUNTS: u32 = 50;
 const CLIENTS_PER_NODE: usize = 4;
+
+/// Three-node clusters under load share the machine's cores: one test at a time, so that
+/// their time bounds measure the provider rather than each other.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 fn assert_all_synced(nodes: &[Node], size: &str) {
     for node in nodes {
@@ -56,8 +63,8 @@ fn print_conflict_counters(nodes: &[Node]) {
 }
 
 #[test]
-#[ignore = "passes against Galera 4; un-ignore once the Lockstep provider forms multi-node clusters"]
 fn writes_on_any_node_are_read_on_every_node() {
+    let _serial = one_at_a_time();
     let test = TestCluster::start("three", 3);
     let nodes = test.nodes();
     assert_all_synced(nodes, "3");
@@ -76,8 +83,8 @@ fn writes_on_any_node_are_read_on_every_node() {
 }
 
 #[test]
-#[ignore = "passes against Galera 4; un-ignore once the Lockstep provider forms multi-node clusters"]
 fn restarted_node_catches_up_in_the_same_history() {
+    let _serial = one_at_a_time();
     let mut test = TestCluster::start("rejoin", 3);
     sql(&test.cluster.nodes[0], "CREATE DATABASE j; CREATE TABLE j.t (id INT PRIMARY KEY)");
     test.cluster.nodes[2].stop().unwrap();
@@ -95,8 +102,8 @@ fn restarted_node_catches_up_in_the_same_history() {
 /// gets ERROR 1213, whether the replicated winner aborted it already or certification rejects
 /// it at COMMIT. Every pair of nodes plays both roles; updates of different rows both commit.
 #[test]
-#[ignore = "passes against Galera 4; un-ignore once the Lockstep provider forms multi-node clusters"]
 fn concurrent_updates_of_one_row_commit_once_and_the_other_gets_a_deadlock() {
+    let _serial = one_at_a_time();
     let test = TestCluster::start("conflict", 3);
     let nodes = test.nodes();
     sql(
@@ -153,9 +160,9 @@ fn concurrent_updates_of_one_row_commit_once_and_the_other_gets_a_deadlock() {
 /// expected and retried; the total stays constant, every acknowledged transfer is in the history
 /// and every node ends with the same data.
 #[test]
-#[ignore = "passes against Galera 4; un-ignore once the Lockstep provider forms multi-node clusters"]
 fn bank_transfers_on_all_nodes_keep_the_total_and_the_same_data() {
     let duration = load_duration(60);
+    let _serial = one_at_a_time();
     let test = TestCluster::start("bank", 3);
     let nodes = test.nodes();
     create_bank(&nodes[0], ACCOUNTS);
@@ -173,8 +180,8 @@ fn bank_transfers_on_all_nodes_keep_the_total_and_the_same_data() {
 /// Schema changes on node 1 while clients write on every node: DDL is ordered with the
 /// transfers, and afterwards every node has the same schema and data.
 #[test]
-#[ignore = "passes against Galera 4; un-ignore once the Lockstep provider forms multi-node clusters"]
 fn ddl_under_load_leaves_the_same_schema_and_data_everywhere() {
+    let _serial = one_at_a_time();
     let test = TestCluster::start("ddl", 3);
     let nodes = test.nodes();
     create_bank(&nodes[0], ACCOUNTS);
@@ -218,8 +225,8 @@ fn ddl_under_load_leaves_the_same_schema_and_data_everywhere() {
 /// node 3 restarts from the position `--wsrep-recover` finds in InnoDB, rejoins (size 3,
 /// Synced), takes load again, and every node ends with the same data.
 #[test]
-#[ignore = "passes against Galera 4; un-ignore once the Lockstep provider forms multi-node clusters"]
 fn killed_node_leaves_a_primary_pair_and_rejoins_after_recovery() {
+    let _serial = one_at_a_time();
     let mut test = TestCluster::start("kill", 3);
     create_bank(&test.cluster.nodes[0], ACCOUNTS);
     wait_until_converged(&test.cluster.nodes);

@@ -272,8 +272,9 @@ fn write_loop(to: MemberId, queue: Receiver<Vec<u8>>, shared: Arc<Shared>, queue
                 Ok(c) => connection = Some(c),
                 Err(e) => {
                     let text = e.to_string();
+                    // Peers come and go with membership: the view change is what matters.
                     if text != last_error {
-                        log::warn!("{} cannot reach {to}: {text}", shared.hello.member);
+                        log::info!("{} cannot reach {to}: {text}", shared.hello.member);
                         last_error = text;
                     }
                     // Drop what queued meanwhile: Raft resends, and stale votes are noise.
@@ -293,7 +294,7 @@ fn write_loop(to: MemberId, queue: Receiver<Vec<u8>>, shared: Arc<Shared>, queue
             }
         }
         if let Err(e) = result.and_then(|_| stream.flush()) {
-            log::warn!("{} lost connection to {to}: {e}", shared.hello.member);
+            log::info!("{} lost connection to {to}: {e}", shared.hello.member);
             connection = None;
         }
     }

@@ -33,7 +33,7 @@ impl Provider {
             if !shared.is_current(generation) {
                 return Status::Ok;
             }
-            let Some(event) = shared.events.pop_front() else {
+            let Some(event) = shared.next_event() else {
                 shared = self.wait(shared);
                 continue;
             };
@@ -140,6 +140,11 @@ impl Provider {
     /// reports the transfer (`sst_received`), as MariaDB expects.
     fn receive_state(&self, generation: u64, view: &View) -> Result<(), Status> {
         let request = self.app.sst_request().map_err(|e| self.callback_failed(e.0))?;
+        if request.is_empty() {
+            // A running server that reconnects cannot take a snapshot (rsync, mysqldump...):
+            // it continues from what it holds, or cannot join at all.
+            return self.continue_without_transfer(generation);
+        }
         loop {
             let (node, position) = {
                 let mut shared = self.lock();
@@ -185,8 +190,13 @@ impl Provider {
                     let node = c.node.clone();
                     if c.has_state {
                         // Only the handshake: the writesets after our position come in order.
+                        // The server may report where it stopped: the seqnos we finished since
+                        // then were views without us, which it never saw.
                         let ours = shared.last_committed();
-                        if position != ours {
+                        let stopped_at = shared.position;
+                        let known = position.uuid == ours.uuid
+                            && (stopped_at.seqno.min(ours.seqno)..=ours.seqno).contains(&position.seqno);
+                        if !known {
                             log::error!("state transfer reported {position}, but this node is at {ours}");
                             return Err(Status::Fatal);
                         }
@@ -207,6 +217,28 @@ impl Provider {
                 Transfer::None | Transfer::Requested => return Ok(()),
             }
         }
+    }
+
+    /// The application asked for no state transfer: our own state must continue the group's.
+    fn continue_without_transfer(&self, generation: u64) -> Result<(), Status> {
+        let mut shared = self.lock();
+        let has_state = shared.has_state();
+        let position = shared.last_committed();
+        let Some(c) = shared.connection.as_mut().filter(|c| c.generation == generation) else {
+            return Ok(());
+        };
+        if !has_state {
+            log::error!(
+                "this node needs a state transfer (its position {position} does not continue the group's \
+                 history) but the server requested none: restart it to receive a full transfer"
+            );
+            return Err(Status::Fatal);
+        }
+        c.app_ready = true;
+        drop(shared);
+        self.notify();
+        log::info!("no state transfer requested; continuing from {position} with the group's order");
+        Ok(())
     }
 
     fn apply_remote(
@@ -360,6 +392,20 @@ impl Event {
 }
 
 impl Shared {
+    /// The next event an applier may take. Until the application is ready (its state-transfer
+    /// handshake not done) only membership events are taken: a writeset taken earlier would
+    /// hold an applier waiting for a readiness that the view behind it brings.
+    fn next_event(&mut self) -> Option<Event> {
+        if self.connection.as_ref().is_none_or(|c| c.app_ready) {
+            return self.events.pop_front();
+        }
+        let at = self
+            .events
+            .iter()
+            .position(|e| matches!(e, Event::View { .. } | Event::NonPrimary { .. } | Event::Final { .. }))?;
+        self.events.remove(at)
+    }
+
     /// After a state transfer: our history now starts at `position`.
     fn install_position(&mut self, position: Gtid) {
         self.position = position;

@@ -114,6 +114,7 @@ impl Provider {
             app_ready: bootstrap,
             apply_failed: None,
             primary: false,
+            group_primary: false,
             connected_delivered: false,
             transfer: Transfer::None,
             closing: false,

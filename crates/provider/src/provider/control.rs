@@ -24,6 +24,7 @@ impl Provider {
                 if gtid.uuid != shared.group() {
                     return (Status::TrxMissing, shared.last_committed());
                 }
+                drop(shared);
                 gtid.seqno
             }
             None => {

@@ -28,8 +28,12 @@ impl Provider {
         loop {
             {
                 let shared = self.lock();
-                let (shared, _) = self
-                    .wait_until(shared, None, |s| s.events.len() < MAX_BUFFERED_EVENTS || !s.is_current(generation));
+                // A joiner reads on until the view that makes it ready, however far behind.
+                let (shared, _) = self.wait_until(shared, None, |s| {
+                    s.events.len() < MAX_BUFFERED_EVENTS
+                        || !s.is_current(generation)
+                        || s.connection.as_ref().is_some_and(|c| !c.app_ready)
+                });
                 if !shared.is_current(generation) {
                     return;
                 }
@@ -260,31 +264,33 @@ impl Shared {
                 let Some(c) = self.connection.as_ref() else { return };
                 let donor = choose_donor(&c.view.members, &self.ordering.synced, origin, &donors);
                 let joiner_name = c.view.members.iter().find(|m| m.id == origin).map_or("?", |m| m.name.as_str());
-                match donor {
-                    Some(donor) => {
-                        let donor_name = c.view.members.iter().find(|m| m.id == donor).map_or("?", |m| m.name.as_str());
-                        log::info!(
-                            "member {joiner_name} (position {position}) requested state transfer from '{}'; \
-                             selected {donor_name} as donor",
-                            if donors.is_empty() { "*any*" } else { donors.as_str() }
-                        );
-                        self.ordering.synced.remove(&donor);
-                        self.ordering.synced.remove(&origin);
-                        if donor == me && live {
-                            // A joiner that holds our history gets the rest through the
-                            // order itself: the server only confirms its own position.
-                            let bypass = !position.is_undefined() && position.uuid == c.group;
-                            self.events.push_back(Event::Donate { request: sst_request, after, bypass, position });
-                        }
-                    }
-                    None => {
+                let Some(donor) = donor else {
+                    if live {
                         log::warn!("member {joiner_name} requested state transfer but no member can donate now");
-                        if origin == me && live {
+                        if origin == me {
                             if let Some(c) = self.connection.as_mut() {
                                 c.transfer = Transfer::NoDonor;
                             }
                         }
                     }
+                    return;
+                };
+                self.ordering.synced.remove(&donor);
+                self.ordering.synced.remove(&origin);
+                if !live {
+                    return;
+                }
+                let donor_name = c.view.members.iter().find(|m| m.id == donor).map_or("?", |m| m.name.as_str());
+                log::info!(
+                    "member {joiner_name} (position {position}) requested state transfer from '{}'; \
+                     selected {donor_name} as donor",
+                    if donors.is_empty() { "*any*" } else { donors.as_str() }
+                );
+                if donor == me {
+                    // A joiner that holds our history gets the rest through the order
+                    // itself: the server only confirms its own position.
+                    let bypass = !position.is_undefined() && position.uuid == c.group;
+                    self.events.push_back(Event::Donate { request: sst_request, after, bypass, position });
                 }
             }
         }
@@ -293,7 +299,11 @@ impl Shared {
     /// Non-primary is reported to the application at once; the way back is a new view.
     fn track_primary(&mut self, provider: &Provider, primary: bool) {
         let Some(c) = self.connection.as_mut() else { return };
-        if primary || !c.primary || c.closing {
+        // Only a loss counts: a member that just joined may not see the primary component
+        // confirmed yet, and the group delivers a new view only after a real loss.
+        let lost = c.group_primary && !primary;
+        c.group_primary = primary;
+        if !lost || !c.primary || c.closing {
             return;
         }
         c.primary = false;
@@ -301,7 +311,8 @@ impl Shared {
         let me = c.me;
         let name = c.view.members.iter().find(|m| m.id == me).map_or(String::new(), |m| m.name.clone());
         self.member_state = MemberState::Initialized;
-        log::warn!("lost the primary component: this node refuses writes until it rejoins one");
+        // A note, as Galera logs its non-primary view: partitions are an operating condition.
+        log::info!("lost the primary component: this node refuses writes until it rejoins one");
         let view = View {
             state_id: Gtid::new(group, self.committed.last_contiguous()),
             conf_id: -1,

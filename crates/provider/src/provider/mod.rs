@@ -111,6 +111,8 @@ struct Connection {
     /// An applied writeset failed on this node: its data may differ from the group's.
     apply_failed: Option<Seqno>,
     primary: bool,
+    /// The group's primary-component status when last polled.
+    group_primary: bool,
     connected_delivered: bool,
     transfer: Transfer,
     closing: bool,

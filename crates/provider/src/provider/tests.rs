@@ -278,6 +278,14 @@ fn causal_wait_covers_everything_ordered_before_it() {
     assert_eq!((status, gtid.seqno), (Status::Ok, 2));
     let other_history = Gtid::new(Uuid([9; 16]), 1);
     assert_eq!(node.provider.sync_wait(Some(other_history), 1).0, Status::TrxMissing);
+    // wait_for_gtid (MariaDB's set_position after an ordered rollback) on a reached GTID.
+    assert_eq!(node.provider.sync_wait(Some(gtid), 1), (Status::Ok, gtid));
+    let (h, meta) = certified(&node, 51, 2);
+    let provider = node.provider.clone();
+    let waiter = thread::spawn(move || provider.sync_wait(Some(meta.gtid), 5));
+    thread::sleep(Duration::from_millis(30));
+    commit(&node, h, &meta);
+    assert_eq!(waiter.join().unwrap().0, Status::Ok);
 }
 
 #[test]
