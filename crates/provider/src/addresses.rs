@@ -61,7 +61,12 @@ pub struct AddressSettings<'a> {
 impl GroupAddresses {
     pub fn resolve(s: &AddressSettings<'_>) -> Result<GroupAddresses, AddressError> {
         let list = s.cluster_url.strip_prefix(URL_SCHEME).ok_or_else(|| {
-            AddressError(format!("invalid cluster address '{}': expected {URL_SCHEME}[host[:port],...]", s.cluster_url))
+            // Galera's wording first: operators and monitoring match on it.
+            let backend = s.cluster_url.split("://").next().unwrap_or_default();
+            AddressError(format!(
+                "Backend not supported: {backend} (cluster address '{}'; expected {URL_SCHEME}[host[:port],...])",
+                s.cluster_url
+            ))
         })?;
         let base_port: u16 =
             s.base_port.parse().map_err(|_| AddressError(format!("invalid base_port '{}'", s.base_port)))?;
