@@ -211,12 +211,12 @@ unsafe extern "C" fn connect(
     wsrep: W,
     cluster_name: *const c_char,
     cluster_url: *const c_char,
-    _state_donor: *const c_char,
+    state_donor: *const c_char,
     bootstrap: bool,
 ) -> wsrep_status_t {
     guard("connect", NODE_FAIL, || {
         let Some(i) = instance(wsrep) else { return NODE_FAIL };
-        status(i.provider.connect(&text(cluster_name), &text(cluster_url), bootstrap))
+        status(i.provider.connect(&text(cluster_name), &text(cluster_url), &text(state_donor), bootstrap))
     })
 }
 

@@ -98,6 +98,49 @@ fn restarted_node_catches_up_in_the_same_history() {
     assert_eq!(last_committed(rejoined), last_committed(&test.cluster.nodes[0]));
 }
 
+/// Node 3 stops; while it is away node 1 (whose writeset cache is only 1 MiB) writes more
+/// than its cache holds. Node 3 restarts asking node 2 (`wsrep_sst_donor`, 128 MiB cache) for
+/// state: node 2 sends the missing writesets to node 3's `ist.recv_addr` (an incremental
+/// transfer, no snapshot) and node 3 ends with the same data and position.
+#[test]
+fn restarted_node_gets_its_gap_by_incremental_transfer_on_ist_recv_addr() {
+    let _serial = one_at_a_time();
+    let mut test = TestCluster::create("ist", 3, "");
+    let nodes = &mut test.cluster.nodes;
+    nodes[0].config.provider_options = "gcache.size=1M".into();
+    nodes[0].write_config().unwrap();
+    let node3_config = nodes[2].config_file();
+    let mut config = std::fs::read_to_string(&node3_config).unwrap();
+    config = config.replacen("[mariadbd]\n", "[mariadbd]\nwsrep_sst_donor = node2\n", 1);
+    std::fs::write(&node3_config, config).unwrap();
+    test.cluster.start().unwrap();
+    let nodes = &mut test.cluster.nodes;
+    sql(&nodes[0], "CREATE DATABASE g; CREATE TABLE g.t (id INT PRIMARY KEY, filler LONGTEXT NOT NULL)");
+    nodes[2].stop().unwrap();
+    let stopped_at = nodes[2].saved_state().unwrap().position.seqno;
+    for id in 0..40 {
+        sql(&nodes[0], &format!("INSERT INTO g.t VALUES ({id}, REPEAT('x', 100000))"));
+    }
+    sql(&nodes[1], "UPDATE g.t SET filler = 'short' WHERE id < 10");
+    nodes[2].start(false, None).unwrap();
+    assert_all_synced(nodes, "3");
+    let read = "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*), SUM(LENGTH(filler)) FROM g.t";
+    assert_eq!(sql(&nodes[2], read).trim(), "40\t3000050");
+    assert_eq!(last_committed(&nodes[2]), last_committed(&nodes[0]));
+    assert_same_data(nodes, "g");
+    if status_var(&nodes[2], "wsrep_provider_name") == "Lockstep" {
+        let log = nodes[2].error_log_text().unwrap();
+        let received = format!("incremental state transfer received: seqnos {}..=", stopped_at + 1);
+        let line = log.lines().find(|l| l.contains(&received));
+        println!("node3 stopped at seqno {stopped_at}; {}", line.unwrap_or("no incremental transfer"));
+        assert!(line.is_some(), "node3 did not receive its gap incrementally:\n{log}");
+        assert!(log.contains("the group no longer holds seqnos up to"), "node 1 still held node 3's gap");
+        let donor_log = nodes[1].error_log_text().unwrap();
+        let sent_to = format!("state transfer stream to 127.0.0.1:{} sent", nodes[2].config.ports.ist());
+        assert!(donor_log.contains(&sent_to), "node2 did not send to node3's ist.recv_addr");
+    }
+}
+
 /// Two nodes update the same row in open transactions; the first COMMIT wins and the second
 /// gets ERROR 1213, whether the replicated winner aborted it already or certification rejects
 /// it at COMMIT. Every pair of nodes plays both roles; updates of different rows both commit.

@@ -1,6 +1,7 @@
 //! Where group traffic listens and whom it contacts, from the settings a Galera user
 //! writes: `wsrep_cluster_address=gcomm://a,b:4568,c`, `wsrep_node_address`,
-//! `gmcast.listen_addr`, `base_host`, `base_port`.
+//! `gmcast.listen_addr`, `base_host`, `base_port`, and where state transfers arrive:
+//! `ist.recv_addr` (default: the node's host, port `base_port` + 1), `ist.recv_bind`.
 
 pub const URL_SCHEME: &str = "gcomm://";
 
@@ -12,6 +13,10 @@ pub struct GroupAddresses {
     pub listen: String,
     /// Where peers reach us (differs from `listen` when binding a wildcard address).
     pub advertised: String,
+    /// Where a donor sends our incremental state transfer.
+    pub ist_advertised: String,
+    /// Where our state-transfer receiver binds.
+    pub ist_bind: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +61,8 @@ pub struct AddressSettings<'a> {
     pub listen_addr: &'a str,
     pub base_host: &'a str,
     pub base_port: &'a str,
+    pub ist_recv_addr: &'a str,
+    pub ist_recv_bind: &'a str,
 }
 
 impl GroupAddresses {
@@ -91,11 +98,27 @@ impl GroupAddresses {
             host_port(strip_tcp(s.listen_addr), base_port)?
         };
         let wildcard = matches!(listen_host.as_str(), "0.0.0.0" | "[::]" | "::");
-        let advertised_host = if wildcard { node_host } else { listen_host.clone() };
+        let advertised_host = if wildcard { node_host.clone() } else { listen_host.clone() };
+        let ist_default_port = base_port
+            .checked_add(1)
+            .ok_or_else(|| AddressError(format!("base_port {base_port} leaves no port for ist.recv_addr")))?;
+        let (ist_host, ist_port) = if s.ist_recv_addr.trim().is_empty() {
+            (node_host, ist_default_port)
+        } else {
+            host_port(strip_tcp(s.ist_recv_addr), ist_default_port)?
+        };
+        let ist_bind = if s.ist_recv_bind.trim().is_empty() {
+            format!("{ist_host}:{ist_port}")
+        } else {
+            let (host, port) = host_port(strip_tcp(s.ist_recv_bind), ist_port)?;
+            format!("{host}:{port}")
+        };
         Ok(GroupAddresses {
             peers,
             listen: format!("{listen_host}:{listen_port}"),
             advertised: format!("{advertised_host}:{listen_port}"),
+            ist_advertised: format!("{ist_host}:{ist_port}"),
+            ist_bind,
         })
     }
 }
@@ -105,7 +128,29 @@ mod tests {
     use super::*;
 
     fn settings<'a>(url: &'a str, node: &'a str, listen: &'a str) -> AddressSettings<'a> {
-        AddressSettings { cluster_url: url, node_address: node, listen_addr: listen, base_host: "", base_port: "4567" }
+        AddressSettings {
+            cluster_url: url,
+            node_address: node,
+            listen_addr: listen,
+            base_host: "",
+            base_port: "4567",
+            ist_recv_addr: "",
+            ist_recv_bind: "",
+        }
+    }
+
+    #[test]
+    fn state_transfers_arrive_on_ist_recv_addr_else_the_port_after_base_port() {
+        let a = GroupAddresses::resolve(&settings("gcomm://b", "10.0.0.1", "")).unwrap();
+        assert_eq!((a.ist_advertised.as_str(), a.ist_bind.as_str()), ("10.0.0.1:4568", "10.0.0.1:4568"));
+        let s = AddressSettings { ist_recv_addr: "tcp://10.0.0.9:7000", ..settings("gcomm://b", "10.0.0.1", "") };
+        assert_eq!(GroupAddresses::resolve(&s).unwrap().ist_advertised, "10.0.0.9:7000");
+        let s =
+            AddressSettings { ist_recv_addr: "10.0.0.9", ist_recv_bind: "0.0.0.0", ..settings("gcomm://b", "h", "") };
+        let a = GroupAddresses::resolve(&s).unwrap();
+        assert_eq!((a.ist_advertised.as_str(), a.ist_bind.as_str()), ("10.0.0.9:4568", "0.0.0.0:4568"));
+        let s = AddressSettings { ist_recv_addr: "h:x", ..settings("gcomm://b", "h", "") };
+        assert!(GroupAddresses::resolve(&s).unwrap_err().0.contains("h:x"));
     }
 
     #[test]

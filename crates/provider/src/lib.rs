@@ -6,6 +6,7 @@ pub mod addresses;
 pub mod application;
 pub mod certification;
 pub mod grastate;
+pub mod ist;
 pub mod options;
 mod provider;
 pub mod seqno_window;

@@ -31,8 +31,10 @@ pub enum Control {
     /// The sender will never again replicate a writeset that saw less than `seqno`, so
     /// certification history at or below the minimum over members may be purged.
     CommitCut { seqno: Seqno },
-    /// A member without usable state asks for a state transfer.
-    StateRequest { sst_request: Vec<u8>, position: Gtid, donors: String },
+    /// A member without usable state asks for a state transfer. `position`: where its data
+    /// stands in this history (undefined if not in it); `has_state`: it also holds the
+    /// order from there; `ist_addr`: where the donor sends the incremental transfer.
+    StateRequest { sst_request: Vec<u8>, position: Gtid, donors: String, has_state: bool, ist_addr: String },
     /// The sender has the group's state and has caught up with the order.
     Synced,
 }
@@ -118,11 +120,11 @@ impl Control {
                 w.u64(*seqno as u64);
                 w.bytes
             }
-            Control::StateRequest { sst_request, position, donors } => {
+            Control::StateRequest { sst_request, position, donors, has_state, ist_addr } => {
                 let mut w = header(STATE_REQUEST);
                 w.bytes(sst_request);
                 put_uuid(&mut w, &position.uuid);
-                w.u64(position.seqno as u64).str(donors);
+                w.u64(position.seqno as u64).str(donors).bool(*has_state).str(ist_addr);
                 w.bytes
             }
             Control::Synced => header(SYNCED).bytes,
@@ -137,7 +139,8 @@ impl Control {
             STATE_REQUEST => {
                 let sst_request = r.bytes()?;
                 let position = Gtid::new(get_uuid(&mut r)?, r.u64()? as Seqno);
-                Control::StateRequest { sst_request, position, donors: r.str()? }
+                let donors = r.str()?;
+                Control::StateRequest { sst_request, position, donors, has_state: r.bool()?, ist_addr: r.str()? }
             }
             _ => Control::Synced,
         };
@@ -168,6 +171,8 @@ mod tests {
                 sst_request: b"rsync\x00127.0.0.1:4444/rsync_sst\x00".to_vec(),
                 position: Gtid::UNDEFINED,
                 donors: "node1,".into(),
+                has_state: true,
+                ist_addr: "127.0.0.1:4568".into(),
             },
             Control::Synced,
         ];

@@ -2,6 +2,7 @@
 //! writeset that used it. See docs/design/certification.md for the rule and its reasons.
 use super::key::{chain_id, Key, KeyType};
 use crate::types::{Seqno, Uuid, SEQNO_UNDEFINED};
+use lockstep_group::codec::{DecodeError, Reader, Writer};
 use std::collections::{BTreeMap, HashMap};
 
 /// A writeset whose `seqno - last_seen` exceeds this fails (Galera's `cert.max_length`).
@@ -16,7 +17,7 @@ struct Reference {
     isolation: bool,
 }
 
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 struct KeyEntry {
     latest: [Option<Reference>; 4],
 }
@@ -41,7 +42,7 @@ pub struct Candidate<'a> {
     pub implicit_deps: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CertificationIndex {
     entries: HashMap<Vec<u8>, KeyEntry>,
     /// Certified writesets still in the index, with the (chain, type) pairs they set.
@@ -155,6 +156,55 @@ impl CertificationIndex {
         Verdict::Pass { depends_on: depends_on.min(w.seqno - 1) }
     }
 
+    /// The index as bytes, for a joiner that continues certifying where a donor stands (the
+    /// per-key references follow from the certified writesets, so only those travel).
+    pub fn encode(&self, w: &mut Writer) {
+        w.u64(self.initial_position as u64).u64(self.last_pa_unsafe as u64).len(self.certified.len());
+        for (seqno, chains) in &self.certified {
+            // A writeset that is no longer the latest on any chain leaves no reference behind,
+            // so its origin no longer matters.
+            let (source, isolation) = self.origin_of(*seqno, chains).unwrap_or((Uuid::NIL, false));
+            w.u64(*seqno as u64).fixed(&source.0).bool(isolation).len(chains.len());
+            for (chain, kind) in chains {
+                w.bytes(chain).u8(*kind as u8);
+            }
+        }
+    }
+
+    /// Source and isolation of the writeset at `seqno`, from any reference it still holds.
+    fn origin_of(&self, seqno: Seqno, chains: &[(Vec<u8>, KeyType)]) -> Option<(Uuid, bool)> {
+        chains.iter().find_map(|(chain, kind)| {
+            let r = self.entries.get(chain)?.latest[*kind as usize]?;
+            (r.seqno == seqno).then_some((r.source, r.isolation))
+        })
+    }
+
+    pub fn decode(r: &mut Reader<'_>, optimistic_pa: bool) -> Result<CertificationIndex, DecodeError> {
+        let mut index = CertificationIndex::new(r.u64()? as Seqno);
+        index.optimistic_pa = optimistic_pa;
+        index.last_pa_unsafe = r.u64()? as Seqno;
+        let mut previous = None;
+        for _ in 0..r.len(26)? {
+            let seqno = r.u64()? as Seqno;
+            if previous.is_some_and(|p| p >= seqno) {
+                return Err(DecodeError("certified writesets out of order"));
+            }
+            previous = Some(seqno);
+            let source = Uuid(r.array()?);
+            let isolation = r.bool()?;
+            let reference = Reference { seqno, source, isolation };
+            let mut chains = Vec::new();
+            for _ in 0..r.len(5)? {
+                let chain = r.bytes()?;
+                let kind = KeyType::from_raw(u32::from(r.u8()?)).ok_or(DecodeError("unknown key type"))?;
+                index.entries.entry(chain.clone()).or_default().latest[kind as usize] = Some(reference);
+                chains.push((chain, kind));
+            }
+            index.certified.insert(seqno, chains);
+        }
+        Ok(index)
+    }
+
     /// Drops every writeset at or below `upto`: no member can still conflict with them.
     pub fn purge_upto(&mut self, upto: Seqno) {
         while let Some(entry) = self.certified.first_entry() {
@@ -257,6 +307,33 @@ mod tests {
         let mut index = CertificationIndex::new(10);
         assert_eq!(index.certify(&trx(11, 9, A, &[])), Verdict::Fail);
         assert_eq!(index.certify(&trx(20_000, 11, A, &[])), Verdict::Fail);
+    }
+
+    #[test]
+    fn an_index_sent_to_a_joiner_gives_the_same_verdicts() {
+        let mut donor = CertificationIndex::new(3);
+        let toi = [table("u")];
+        donor.certify(&trx(4, 3, A, &[row("t", 1, KeyType::Update), row("t", 2, KeyType::Reference)]));
+        donor.certify(&Candidate { isolation: true, ..trx(5, 4, B, &toi) });
+        donor.certify(&Candidate { pa_unsafe: true, ..trx(6, 5, B, &[row("t", 1, KeyType::Update)]) });
+        donor.purge_upto(4);
+        let mut w = Writer::default();
+        donor.encode(&mut w);
+        let mut joiner = CertificationIndex::decode(&mut Reader::new(&w.bytes), true).unwrap();
+        assert_eq!(joiner.size(), donor.size());
+        let probes: [(Seqno, Seqno, Uuid, Vec<Key>); 4] = [
+            (7, 5, A, vec![row("t", 1, KeyType::Update)]),
+            (8, 4, A, vec![row("u", 3, KeyType::Update)]),
+            (9, 6, B, vec![row("t", 2, KeyType::Exclusive)]),
+            (10, 2, B, vec![]),
+        ];
+        for (seqno, last_seen, source, keys) in &probes {
+            let probe = trx(*seqno, *last_seen, *source, keys);
+            assert_eq!(joiner.certify(&probe), donor.certify(&probe), "seqno {seqno}");
+        }
+        for cut in 0..w.bytes.len() {
+            assert!(CertificationIndex::decode(&mut Reader::new(&w.bytes[..cut]), true).is_err());
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The applier threads MariaDB runs in `recv`: they take ordered events and hand them to
 //! the application, applying in parallel where certification allows and committing in
 //! seqno order. A joiner's first view also runs its state transfer here.
+use super::catch_up::{CatchUp, Donation};
 use super::{Event, MemberState, Provider, Shared, Transfer};
 use crate::application::{ApplyRequest, RecvCtx, View, WsHandle};
 use crate::types::{flags, Gtid, Seqno, Status, TrxMeta};
@@ -33,6 +34,9 @@ impl Provider {
             if !shared.is_current(generation) {
                 return Status::Ok;
             }
+            if shared.connection.as_ref().is_some_and(|c| c.catch_up == CatchUp::Failed) {
+                return Status::Fatal;
+            }
             let Some(event) = shared.next_event() else {
                 shared = self.wait(shared);
                 continue;
@@ -49,9 +53,8 @@ impl Provider {
                 Event::Apply { seqno, writeset, depends_on, failed } => {
                     self.apply_remote(ctx, generation, seqno, &writeset, depends_on, failed)
                 }
-                Event::Donate { request, after, bypass, position } => {
-                    self.donate(ctx, generation, &request, after, bypass.then_some(position)).map(|_| false)
-                }
+                Event::Donate(donation) => self.donate(ctx, generation, &donation).map(|_| false),
+                Event::Skipped { seqno } => self.skip_transferred(generation, seqno),
                 Event::Synced { after } => self.become_synced(generation, after).map(|_| false),
                 Event::Final { view } => self.deliver_final_view(ctx, &view).map(|_| false),
             };
@@ -72,42 +75,38 @@ impl Provider {
 
     /// Waits until everything up to `after` is committed here and a pause (FTWRL, donor)
     /// does not hold `seqno` back; false if the connection ended meanwhile.
-    fn wait_turn(&self, generation: u64, after: Seqno, seqno: Seqno) -> bool {
+    pub(super) fn wait_turn(&self, generation: u64, after: Seqno, seqno: Seqno) -> bool {
         let shared = self.lock();
         let (shared, _) = self.wait_until(shared, None, |s| {
             !s.is_current(generation)
+                || s.connection.as_ref().is_some_and(|c| c.catch_up == CatchUp::Failed)
                 || (s.has_state()
-                    && s.connection.as_ref().is_some_and(|c| c.app_ready)
+                    && s.connection.as_ref().is_some_and(|c| c.app_ready && c.catch_up.settled())
                     && s.committed.last_contiguous() >= after
                     && s.paused_at.is_none_or(|at| seqno <= at))
         });
-        shared.is_current(generation)
+        shared.is_current(generation) && shared.connection.as_ref().is_some_and(|c| c.catch_up != CatchUp::Failed)
     }
 
     fn deliver_view(&self, ctx: RecvCtx, generation: u64, view: &View, first: bool) -> Result<bool, Status> {
-        let (has_state, app_ready) = {
-            let shared = self.lock();
-            let c = shared.connection.as_ref();
-            (shared.has_state(), c.is_some_and(|c| c.app_ready))
-        };
+        let app_ready = self.lock().connection.as_ref().is_some_and(|c| c.app_ready);
         if !app_ready {
             if first {
                 self.app.connected(view).map_err(|e| self.callback_failed(e.0))?;
             }
             self.receive_state(generation, view)?;
-            if has_state {
-                // Back to its place in the order: after the writesets that precede it.
-                let mut shared = self.lock();
-                let seqno = view.state_id.seqno;
-                let at = shared.events.iter().position(|e| e.seqno().is_some_and(|s| s > seqno));
-                let event = Event::View { view: view.clone(), first_in_connection: false };
-                match at {
-                    Some(i) => shared.events.insert(i, event),
-                    None => shared.events.push_back(event),
-                }
-                drop(shared);
-                self.notify();
+            // Back to its place in the order, after the writesets that precede it (those
+            // before the received state, if any, are finished already).
+            let mut shared = self.lock();
+            let seqno = view.state_id.seqno;
+            let at = shared.events.iter().position(|e| e.seqno().is_some_and(|s| s > seqno));
+            let event = Event::View { view: view.clone(), first_in_connection: false };
+            match at {
+                Some(i) => shared.events.insert(i, event),
+                None => shared.events.push_back(event),
             }
+            drop(shared);
+            self.notify();
             return Ok(false);
         }
         let seqno = view.state_id.seqno;
@@ -146,17 +145,25 @@ impl Provider {
             return self.continue_without_transfer(generation);
         }
         loop {
-            let (node, position) = {
+            let (node, position, has_state, ist_addr, donors) = {
                 let mut shared = self.lock();
                 shared.member_state = MemberState::Joining;
-                let position = if shared.has_state() { shared.last_committed() } else { Gtid::UNDEFINED };
+                let has_state = shared.has_state();
+                // Without the order from our position, our data may still be in this history:
+                // a donor that holds the gap sends it incrementally.
+                let in_history = shared.position.uuid == shared.group() && shared.position.seqno >= 0;
+                let position = match (has_state, in_history) {
+                    (true, _) => shared.last_committed(),
+                    (false, true) => shared.position,
+                    (false, false) => Gtid::UNDEFINED,
+                };
                 let Some(c) = shared.connection.as_mut().filter(|c| c.generation == generation) else {
                     return Ok(());
                 };
                 c.transfer = Transfer::Requested;
-                (c.node.clone(), position)
+                (c.node.clone(), position, has_state, c.ist_addr.clone(), c.donors.clone())
             };
-            let message = Control::StateRequest { sst_request: request.clone(), position, donors: String::new() };
+            let message = Control::StateRequest { sst_request: request.clone(), position, donors, has_state, ist_addr };
             log::info!("requesting state transfer at view {} (local position {position})", view.state_id);
             let sent = node.send_message(message.encode()).recv_timeout(Duration::from_secs(30));
             if !matches!(sent, Ok(Ok(_))) {
@@ -235,6 +242,7 @@ impl Provider {
             return Err(Status::Fatal);
         }
         c.app_ready = true;
+        c.catch_up = CatchUp::Done;
         drop(shared);
         self.notify();
         log::info!("no state transfer requested; continuing from {position} with the group's order");
@@ -300,25 +308,25 @@ impl Provider {
         }
     }
 
-    /// `bypass`: the joiner's own position, when it only needs the handshake.
-    fn donate(
-        &self,
-        ctx: RecvCtx,
-        generation: u64,
-        request: &[u8],
-        after: Seqno,
-        bypass: Option<Gtid>,
-    ) -> Result<(), Status> {
-        if !self.wait_turn(generation, after, after) {
+    /// Donates once everything up to the request is committed here: the incremental part
+    /// first, then the server's script (which only confirms the joiner's position when the
+    /// joiner needs no snapshot).
+    fn donate(&self, ctx: RecvCtx, generation: u64, d: &Donation) -> Result<(), Status> {
+        if !self.wait_turn(generation, d.after, d.after) {
             return Ok(());
         }
+        let bypass = self.send_transfer(d);
         let state_id = {
             let mut shared = self.lock();
             shared.desync_count += 1;
-            bypass.unwrap_or_else(|| shared.last_committed())
+            if bypass {
+                d.position
+            } else {
+                shared.last_committed()
+            }
         };
-        log::info!("donating state {state_id} to a joiner{}", if bypass.is_some() { " (position only)" } else { "" });
-        if let Err(e) = self.app.sst_donate(ctx, request, state_id, bypass.is_some()) {
+        log::info!("donating state {state_id} to a joiner{}", if bypass { " (position only)" } else { "" });
+        if let Err(e) = self.app.sst_donate(ctx, &d.request, state_id, bypass) {
             log::error!("the application refused to donate state: {}", e.0);
             self.sst_sent(state_id, -1);
         }
@@ -382,10 +390,10 @@ impl Provider {
 }
 
 impl Event {
-    fn seqno(&self) -> Option<Seqno> {
+    pub(super) fn seqno(&self) -> Option<Seqno> {
         match self {
             Event::View { view, .. } => Some(view.state_id.seqno),
-            Event::Apply { seqno, .. } => Some(*seqno),
+            Event::Apply { seqno, .. } | Event::Skipped { seqno } => Some(*seqno),
             _ => None,
         }
     }

@@ -1,5 +1,6 @@
 //! Joining and leaving the group: starting the group member, the thread that reads its
 //! deliveries, and the final view.
+use super::catch_up::CatchUp;
 use super::{Connection, Event, MemberState, Provider, Transfer, APPLICATION_PROTOCOL, CAPABILITIES};
 use crate::addresses::{AddressSettings, GroupAddresses};
 use crate::application::{Member, View, ViewStatus};
@@ -23,8 +24,9 @@ pub(super) fn member_uuid(id: MemberId) -> Uuid {
 }
 
 impl Provider {
-    pub fn connect(self: &Arc<Self>, cluster_name: &str, url: &str, bootstrap: bool) -> Status {
-        let mut shared = self.lock();
+    /// `donors`: `wsrep_sst_donor`, the members to ask for state, in order of preference.
+    pub fn connect(self: &Arc<Self>, cluster_name: &str, url: &str, donors: &str, bootstrap: bool) -> Status {
+        let shared = self.lock();
         if shared.connection.as_ref().is_some() {
             log::error!("connect called while already connected");
             return Status::NodeFail;
@@ -36,6 +38,8 @@ impl Provider {
             listen_addr: o.get("gmcast.listen_addr"),
             base_host: o.get("base_host"),
             base_port: o.get("base_port"),
+            ist_recv_addr: o.get("ist.recv_addr"),
+            ist_recv_bind: o.get("ist.recv_bind"),
         };
         let addresses = match GroupAddresses::resolve(&settings) {
             Ok(a) => a,
@@ -53,6 +57,26 @@ impl Provider {
             );
             return Status::NodeFail;
         }
+        // A joiner receives its state transfer there; a port already taken is a clear error
+        // now rather than a failed transfer later.
+        drop(shared);
+        let receiver = if bootstrap {
+            None
+        } else {
+            match bind_receiver(&addresses.ist_bind) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    log::error!("cannot listen for state transfers on {} (ist.recv_addr): {e}", addresses.ist_bind);
+                    return Status::NodeFail;
+                }
+            }
+        };
+        let mut shared = self.lock();
+        if shared.connection.as_ref().is_some() {
+            log::error!("connect called while already connected");
+            return Status::NodeFail;
+        }
+        let o = &shared.options;
         let cache_dir = {
             let dir = o.get("gcache.dir");
             PathBuf::from(if dir.is_empty() { o.get("base_dir") } else { dir })
@@ -115,8 +139,11 @@ impl Provider {
             apply_failed: None,
             primary: false,
             group_primary: false,
-            connected_delivered: false,
+            joined_at: None,
             transfer: Transfer::None,
+            catch_up: if bootstrap { CatchUp::Done } else { CatchUp::Waiting },
+            ist_addr: addresses.ist_advertised.clone(),
+            donors: donors.to_string(),
             closing: false,
             delivery: None,
         });
@@ -152,6 +179,16 @@ impl Provider {
             }
         }
         drop(shared);
+        if let Some(receiver) = receiver {
+            let provider = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("lockstep-ist-recv".into())
+                .spawn(move || provider.receive_transfers(generation, receiver));
+            if let Err(e) = spawned {
+                log::error!("cannot start the state transfer receiver: {e}");
+                self.fail_transfer(generation, "no state transfer receiver");
+            }
+        }
         self.notify();
         Status::Ok
     }
@@ -250,6 +287,19 @@ impl Provider {
 }
 
 /// Group timeouts and sizes from the Galera options of the same meaning.
+/// The previous connection's receiver may still be closing (it polls): wait for it briefly.
+fn bind_receiver(address: &str) -> std::io::Result<crate::ist::Receiver> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        match crate::ist::Receiver::bind(address) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            result => return result,
+        }
+    }
+}
+
 fn group_config(cluster_name: &str, options: &crate::options::Options) -> GroupConfig {
     let mut config = GroupConfig::new(cluster_name);
     let ms = |key: &str| options.period(key).as_millis() as u64;

@@ -1,6 +1,7 @@
 //! The one thread that reads the group's total order. Certification happens here, in
 //! order, on every member alike (Galera's local monitor); what needs the application
 //! becomes an [`Event`] for the applier threads in `recv`.
+use super::catch_up::CatchUp;
 use super::connection::member_uuid;
 use super::{Event, MemberState, Provider, Shared, Transfer};
 use crate::application::{Member, View, ViewStatus};
@@ -49,6 +50,14 @@ impl Provider {
             }
             if let Some(d) = delivered {
                 shared.on_delivered(&self, d, history.unwrap_or_default());
+            }
+            // At our own state request: what follows is certified with the donor's state.
+            let (mut shared, _) = self.wait_until(shared, None, |s| {
+                !s.is_current(generation)
+                    || !s.connection.as_ref().is_some_and(|c| matches!(c.catch_up, CatchUp::AtRequest(_)))
+            });
+            if !shared.is_current(generation) {
+                return;
             }
             shared.track_primary(&self, primary);
             if let Some(cut) = shared.commit_cut_due(&mut last_cut) {
@@ -129,6 +138,11 @@ impl Shared {
         let mut index = CertificationIndex::new(first);
         index.set_optimistic_pa(self.options.flag("cert.optimistic_pa"));
         self.certification = index;
+        // A joiner knows the group's verdicts and donors only from its donor.
+        if c.bootstrapped {
+            self.ordering.verdicts.known_from(first + 1, []);
+        }
+        self.ordering.synced_unknown = !c.bootstrapped;
         self.ordering.delivered = first;
         self.ordering.barrier = first;
         self.restart_windows(start);
@@ -162,6 +176,7 @@ impl Shared {
             Verdict::Fail => Verdict::Fail,
         };
         self.ordering.delivered = seqno;
+        self.ordering.verdicts.record(seqno, verdict == Verdict::Fail);
         if candidate.isolation || candidate.pa_unsafe {
             self.ordering.barrier = seqno;
         }
@@ -201,6 +216,12 @@ impl Shared {
         self.ordering.barrier = seqno;
         self.ordering.cuts.retain(|id, _| view.contains(*id));
         self.ordering.synced.retain(|id| view.contains(*id));
+        if self.ordering.synced_unknown && view.contains(me) {
+            // Announcements before our first delivery are lost to us: take the others as
+            // synced until a donor's state says otherwise.
+            self.ordering.synced = view.members.iter().map(|m| m.id).filter(|id| *id != me).collect();
+            self.ordering.synced_unknown = false;
+        }
         let Some(c) = self.connection.as_mut() else { return };
         c.view = view.clone();
         if !view.contains(me) {
@@ -219,8 +240,8 @@ impl Shared {
         self.ordering.delivered = seqno;
         let c = self.connection.as_mut().expect("checked above");
         c.primary = true;
-        let first_in_connection = !c.connected_delivered;
-        c.connected_delivered = true;
+        let first_in_connection = c.joined_at.is_none();
+        c.joined_at = c.joined_at.or(Some(seqno));
         // A joining server must see this view before anything is applied: it starts its
         // storage engines only after the state-transfer handshake the view triggers.
         let handshake = first_in_connection && !c.bootstrapped;
@@ -253,6 +274,7 @@ impl Shared {
                 if let Some(horizon) = horizon {
                     self.certification.purge_upto(horizon);
                 }
+                self.ordering.verdicts.forget_before(self.ordering.delivered);
             }
             Control::Synced => {
                 self.ordering.synced.insert(origin);
@@ -260,7 +282,7 @@ impl Shared {
                     self.events.push_back(Event::Synced { after });
                 }
             }
-            Control::StateRequest { sst_request, position, donors } => {
+            Control::StateRequest { sst_request, position, donors, has_state, ist_addr } => {
                 let Some(c) = self.connection.as_ref() else { return };
                 let donor = choose_donor(&c.view.members, &self.ordering.synced, origin, &donors);
                 let joiner_name = c.view.members.iter().find(|m| m.id == origin).map_or("?", |m| m.name.as_str());
@@ -286,11 +308,14 @@ impl Shared {
                      selected {donor_name} as donor",
                     if donors.is_empty() { "*any*" } else { donors.as_str() }
                 );
+                if origin == me {
+                    if let Some(c) = self.connection.as_mut().filter(|c| c.catch_up == CatchUp::Waiting) {
+                        c.catch_up = CatchUp::AtRequest(after);
+                    }
+                }
                 if donor == me {
-                    // A joiner that holds our history gets the rest through the order
-                    // itself: the server only confirms its own position.
-                    let bypass = !position.is_undefined() && position.uuid == c.group;
-                    self.events.push_back(Event::Donate { request: sst_request, after, bypass, position });
+                    let donation = self.donation(sst_request, after, position, has_state, ist_addr);
+                    self.events.push_back(Event::Donate(Box::new(donation)));
                 }
             }
         }

@@ -3,6 +3,7 @@
 //! state; one condition variable wakes every waiter whenever it changes (see
 //! docs/design/provider-locking.md for why one lock and where callbacks run).
 mod applier;
+mod catch_up;
 mod connection;
 mod control;
 mod delivery;
@@ -71,7 +72,9 @@ enum Event {
     /// A writeset from another member (or one of ours whose client gave up waiting).
     Apply { seqno: Seqno, writeset: Box<Writeset>, depends_on: Seqno, failed: bool },
     /// We were chosen to donate state to a joiner, once everything up to `after` is committed.
-    Donate { request: Vec<u8>, after: Seqno, bypass: bool, position: Gtid },
+    Donate(Box<catch_up::Donation>),
+    /// A seqno received by state transfer that changes no data (a configuration change).
+    Skipped { seqno: Seqno },
     /// Our own announcement came back: synced once everything up to `after` is committed.
     Synced { after: Seqno },
     /// The last view of a connection; after it every `recv` returns.
@@ -113,8 +116,14 @@ struct Connection {
     primary: bool,
     /// The group's primary-component status when last polled.
     group_primary: bool,
-    connected_delivered: bool,
+    /// Seqno of our first view in this connection: the server sees every view from there.
+    joined_at: Option<Seqno>,
     transfer: Transfer,
+    catch_up: catch_up::CatchUp,
+    /// Where donors send us the incremental transfer (`ist.recv_addr`).
+    ist_addr: String,
+    /// `wsrep_sst_donor`.
+    donors: String,
     closing: bool,
     /// The thread reading the group's deliveries; joined when the connection closes.
     delivery: Option<std::thread::JoinHandle<()>>,
@@ -135,6 +144,10 @@ struct Ordering {
     cuts: HashMap<MemberId, Seqno>,
     /// Members announced synced (donor candidates).
     synced: BTreeSet<MemberId>,
+    /// Until the first view: announcements made before our first delivery are unknown.
+    synced_unknown: bool,
+    /// Which seqnos failed certification, for the incremental transfers we donate.
+    verdicts: catch_up::Verdicts,
 }
 
 #[derive(Debug)]

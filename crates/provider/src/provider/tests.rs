@@ -103,7 +103,7 @@ impl Node {
     }
 
     fn connect(&mut self) {
-        assert_eq!(self.provider.connect("test", "gcomm://", true), Status::Ok);
+        assert_eq!(self.provider.connect("test", "gcomm://", "", true), Status::Ok);
         let provider = self.provider.clone();
         self.applier = Some(thread::spawn(move || provider.recv(RecvCtx(1))));
         self.wait_for(|calls| calls.iter().any(|c| c == "synced"));
@@ -340,9 +340,9 @@ fn bootstrap_is_refused_when_not_safe_and_bad_addresses_are_refused() {
     let state = format!("version: 2.1\nuuid: {}\nseqno: 5\nsafe_to_bootstrap: 0\n", Uuid::random());
     std::fs::write(dir.join(FILE_NAME), state).unwrap();
     let node = start_in(dir, "").unwrap();
-    assert_eq!(node.provider.connect("test", "gcomm://", true), Status::NodeFail);
-    assert_eq!(node.provider.connect("test", "gcomm://10.0.0.1:notaport", false), Status::NodeFail);
-    assert_eq!(node.provider.connect("test", "not empty but invalid", false), Status::NodeFail);
+    assert_eq!(node.provider.connect("test", "gcomm://", "", true), Status::NodeFail);
+    assert_eq!(node.provider.connect("test", "gcomm://10.0.0.1:notaport", "", false), Status::NodeFail);
+    assert_eq!(node.provider.connect("test", "not empty but invalid", "", false), Status::NodeFail);
     assert_eq!(node.provider.recv(RecvCtx(1)), Status::Fatal, "recv without a connection");
 }
 
