@@ -33,8 +33,9 @@ pub enum Control {
     CommitCut { seqno: Seqno },
     /// A member without usable state asks for a state transfer. `position`: where its data
     /// stands in this history (undefined if not in it); `has_state`: it also holds the
-    /// order from there; `ist_addr`: where the donor sends the incremental transfer.
-    StateRequest { sst_request: Vec<u8>, position: Gtid, donors: String, has_state: bool, ist_addr: String },
+    /// order from there; `ist_addr`: where the donor sends the incremental transfer; `id`:
+    /// tells this request from the sender's earlier ones (a restarted member reads those again).
+    StateRequest { sst_request: Vec<u8>, position: Gtid, donors: String, has_state: bool, ist_addr: String, id: u64 },
     /// The sender has the group's state and has caught up with the order.
     Synced,
 }
@@ -120,11 +121,11 @@ impl Control {
                 w.u64(*seqno as u64);
                 w.bytes
             }
-            Control::StateRequest { sst_request, position, donors, has_state, ist_addr } => {
+            Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id } => {
                 let mut w = header(STATE_REQUEST);
                 w.bytes(sst_request);
                 put_uuid(&mut w, &position.uuid);
-                w.u64(position.seqno as u64).str(donors).bool(*has_state).str(ist_addr);
+                w.u64(position.seqno as u64).str(donors).bool(*has_state).str(ist_addr).u64(*id);
                 w.bytes
             }
             Control::Synced => header(SYNCED).bytes,
@@ -140,7 +141,8 @@ impl Control {
                 let sst_request = r.bytes()?;
                 let position = Gtid::new(get_uuid(&mut r)?, r.u64()? as Seqno);
                 let donors = r.str()?;
-                Control::StateRequest { sst_request, position, donors, has_state: r.bool()?, ist_addr: r.str()? }
+                let (has_state, ist_addr) = (r.bool()?, r.str()?);
+                Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id: r.u64()? }
             }
             _ => Control::Synced,
         };
@@ -173,6 +175,7 @@ mod tests {
                 donors: "node1,".into(),
                 has_state: true,
                 ist_addr: "127.0.0.1:4568".into(),
+                id: 77,
             },
             Control::Synced,
         ];

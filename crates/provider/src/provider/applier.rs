@@ -145,7 +145,7 @@ impl Provider {
             return self.continue_without_transfer(generation);
         }
         loop {
-            let (node, position, has_state, ist_addr, donors) = {
+            let (node, position, has_state, ist_addr, donors, id) = {
                 let mut shared = self.lock();
                 shared.member_state = MemberState::Joining;
                 let has_state = shared.has_state();
@@ -161,9 +161,11 @@ impl Provider {
                     return Ok(());
                 };
                 c.transfer = Transfer::Requested;
-                (c.node.clone(), position, has_state, c.ist_addr.clone(), c.donors.clone())
+                c.request_id = new_request_id();
+                (c.node.clone(), position, has_state, c.ist_addr.clone(), c.donors.clone(), c.request_id)
             };
-            let message = Control::StateRequest { sst_request: request.clone(), position, donors, has_state, ist_addr };
+            let message =
+                Control::StateRequest { sst_request: request.clone(), position, donors, has_state, ist_addr, id };
             log::info!("requesting state transfer at view {} (local position {position})", view.state_id);
             let sent = node.send_message(message.encode()).recv_timeout(Duration::from_secs(30));
             if !matches!(sent, Ok(Ok(_))) {
@@ -420,4 +422,10 @@ impl Shared {
         self.restart_windows(position.seqno);
         self.save_state(Gtid::new(position.uuid, crate::types::SEQNO_UNDEFINED));
     }
+}
+
+/// Random and non-zero, so that no earlier request of this member matches it.
+fn new_request_id() -> u64 {
+    let bytes = crate::types::Uuid::random().0;
+    u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) | 1
 }

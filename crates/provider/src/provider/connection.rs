@@ -141,6 +141,7 @@ impl Provider {
             group_primary: false,
             joined_at: None,
             transfer: Transfer::None,
+            request_id: 0,
             catch_up: if bootstrap { CatchUp::Done } else { CatchUp::Waiting },
             ist_addr: addresses.ist_advertised.clone(),
             donors: donors.to_string(),

@@ -282,14 +282,15 @@ impl Shared {
                     self.events.push_back(Event::Synced { after });
                 }
             }
-            Control::StateRequest { sst_request, position, donors, has_state, ist_addr } => {
+            Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id } => {
                 let Some(c) = self.connection.as_ref() else { return };
+                let ours = origin == me && id == c.request_id;
                 let donor = choose_donor(&c.view.members, &self.ordering.synced, origin, &donors);
                 let joiner_name = c.view.members.iter().find(|m| m.id == origin).map_or("?", |m| m.name.as_str());
                 let Some(donor) = donor else {
                     if live {
                         log::warn!("member {joiner_name} requested state transfer but no member can donate now");
-                        if origin == me {
+                        if ours {
                             if let Some(c) = self.connection.as_mut() {
                                 c.transfer = Transfer::NoDonor;
                             }
@@ -308,7 +309,7 @@ impl Shared {
                      selected {donor_name} as donor",
                     if donors.is_empty() { "*any*" } else { donors.as_str() }
                 );
-                if origin == me {
+                if ours {
                     if let Some(c) = self.connection.as_mut().filter(|c| c.catch_up == CatchUp::Waiting) {
                         c.catch_up = CatchUp::AtRequest(after);
                     }

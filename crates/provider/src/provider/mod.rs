@@ -119,6 +119,8 @@ struct Connection {
     /// Seqno of our first view in this connection: the server sees every view from there.
     joined_at: Option<Seqno>,
     transfer: Transfer,
+    /// Id of our latest state request (0: none sent).
+    request_id: u64,
     catch_up: catch_up::CatchUp,
     /// Where donors send us the incremental transfer (`ist.recv_addr`).
     ist_addr: String,
