@@ -122,9 +122,23 @@ impl Shared {
     }
 
     /// The gap's events from the donor replace the ones we certified ourselves, in seqno
-    /// order among the events still queued (views, donations).
+    /// order among the events still queued (views, donations). Nothing changes on an error.
     fn merge_transferred(&mut self, at: Seqno, items: Vec<Item>) -> Result<(), String> {
         let joined_at = self.connection.as_ref().and_then(|c| c.joined_at).unwrap_or(Seqno::MAX);
+        let mut transferred = Vec::with_capacity(items.len());
+        for item in items {
+            match item {
+                Item::Writeset { seqno, bytes, failed } => {
+                    let writeset =
+                        Writeset::decode(&bytes).map_err(|e| format!("writeset at seqno {seqno}: {}", e.0))?;
+                    let depends_on = seqno - 1;
+                    transferred.push(Event::Apply { seqno, writeset: Box::new(writeset), depends_on, failed });
+                }
+                // Our own views reach the application as views, in order.
+                Item::Skipped { seqno } if seqno >= joined_at => {}
+                Item::Skipped { seqno } => transferred.push(Event::Skipped { seqno }),
+            }
+        }
         let mut kept: VecDeque<Event> = std::mem::take(&mut self.events)
             .into_iter()
             .filter(|e| !matches!(e, Event::Apply { seqno, .. } if *seqno <= at))
@@ -134,26 +148,12 @@ impl Shared {
             Event::Donate(d) => Some(d.after),
             other => other.seqno(),
         };
-        for item in items {
-            let seqno = item.seqno();
+        for event in transferred {
+            let seqno = event.seqno().expect("transferred events have seqnos");
             while kept.front().is_some_and(|e| place(e).is_none_or(|s| s < seqno)) {
                 self.events.extend(kept.pop_front());
             }
-            match item {
-                Item::Writeset { seqno, bytes, failed } => {
-                    let writeset =
-                        Writeset::decode(&bytes).map_err(|e| format!("writeset at seqno {seqno}: {}", e.0))?;
-                    self.events.push_back(Event::Apply {
-                        seqno,
-                        writeset: Box::new(writeset),
-                        depends_on: seqno - 1,
-                        failed,
-                    });
-                }
-                // Our own views reach the application as views, in order.
-                Item::Skipped { seqno } if seqno >= joined_at => {}
-                Item::Skipped { seqno } => self.events.push_back(Event::Skipped { seqno }),
-            }
+            self.events.push_back(event);
         }
         self.events.extend(kept);
         Ok(())
