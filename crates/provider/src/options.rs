@@ -206,7 +206,8 @@ impl Options {
     pub fn render(&self) -> String {
         SPECS
             .iter()
-            .filter(|s| !s.hidden)
+            // Galera echoes a hidden option once it is given a value of its own.
+            .filter(|s| !s.hidden || self.values[s.name] != s.default)
             .map(|s| format!("{} = {}", s.name, self.values[s.name]))
             .collect::<Vec<_>>()
             .join("; ")
@@ -341,6 +342,8 @@ mod tests {
         o.apply("gmcast.isolate=1").unwrap();
         o.apply("gmcast.isolate=0").unwrap();
         assert_eq!(o.render(), text, "setting and resetting a hidden option leaves the echo alone");
+        o.apply("ist.recv_bind=127.0.0.1").unwrap();
+        assert!(o.render().contains("ist.recv_bind = 127.0.0.1"), "a hidden option given a value is echoed");
     }
 
     #[test]
