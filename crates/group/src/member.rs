@@ -52,6 +52,8 @@ pub struct Member<S: LogStore> {
     leader_heard_ms: u64,
     leader_primary: bool,
     leader_since_ms: u64,
+    /// Leader: the highest commit index broadcast to the followers.
+    announced_commit: u64,
     applied: AppliedState,
     /// Applied states to purge the cache back to, oldest first.
     checkpoints: VecDeque<AppliedState>,
@@ -177,6 +179,7 @@ impl<S: LogStore> Member<S> {
             leader_heard_ms: 0,
             leader_primary: false,
             leader_since_ms: now_ms,
+            announced_commit: 0,
             applied: AppliedState::default(),
             checkpoints: VecDeque::new(),
             checkpoint_bytes: 0,
@@ -522,6 +525,7 @@ impl<S: LogStore> Member<S> {
         }
         // Applying can propose (membership), which yields more actions: bounded rounds.
         for _ in 0..4 {
+            self.announce_commit();
             let actions = self.raft.drain();
             if actions.is_empty() {
                 break;
@@ -562,7 +566,20 @@ impl<S: LogStore> Member<S> {
             self.apply_committed();
             self.purge_cache()?;
         }
+        // A reply that moves the commit index yields no Raft action: apply it all the same.
+        self.apply_committed();
         Ok(())
+    }
+
+    /// Leader: a commit index the followers have not been told yet goes out at once (one
+    /// broadcast per flush, merged with any append), so a commit never waits for the next
+    /// proposal or heartbeat on any member.
+    fn announce_commit(&mut self) {
+        let commit = self.raft.commit_index();
+        if self.raft.role() == Role::Leader && commit > self.announced_commit {
+            self.announced_commit = commit;
+            self.raft.broadcast_commit_index();
+        }
     }
 
     fn with_payloads(&mut self, entries: Vec<(Position, EntryKind)>) -> io::Result<Vec<Entry>> {

@@ -284,6 +284,11 @@ impl Consensus {
         self.node.handle_message(&message.0).map_err(|e| e.to_string())
     }
 
+    /// Leader: tells every follower the current commit index (an empty append).
+    pub fn broadcast_commit_index(&mut self) {
+        self.node.heartbeat();
+    }
+
     pub fn handle_election_timeout(&mut self) {
         self.node.handle_election_timeout();
     }
