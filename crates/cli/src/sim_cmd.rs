@@ -1,9 +1,21 @@
-//! `lockstep sim`: run the deterministic group-layer simulator over many seeds.
+//! `lockstep sim`: the deterministic simulators over many seeds: the group layer alone, and
+//! provider cores with simulated servers over it.
 
-use clap::Args;
-use lockstep_group::sim;
+use clap::{Args, ValueEnum};
+use lockstep_group::sim as group_sim;
+use lockstep_provider::sim as provider_sim;
 use std::process;
 use std::time::Instant;
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Layer {
+    /// The group layer alone (ordering, views, cache).
+    Group,
+    /// Provider cores with simulated servers over the simulated group.
+    Provider,
+    /// Both, one after the other.
+    All,
+}
 
 #[derive(Args)]
 pub struct SimArgs {
@@ -16,6 +28,9 @@ pub struct SimArgs {
     /// Replay one seed.
     #[arg(long)]
     seed: Option<u64>,
+    /// Which simulator.
+    #[arg(long, value_enum, default_value_t = Layer::All)]
+    layer: Layer,
     /// Print faults and views as they happen.
     #[arg(long)]
     trace: bool,
@@ -31,11 +46,26 @@ pub fn run(args: SimArgs) {
             process::exit(2);
         }
     };
+    if matches!(args.layer, Layer::Group | Layer::All) {
+        run_group(seeds.clone(), args.seed.is_some(), args.trace);
+    }
+    if matches!(args.layer, Layer::Provider | Layer::All) {
+        run_provider(seeds, args.seed.is_some(), args.trace);
+    }
+}
+
+fn fail(layer: &str, violation: impl std::fmt::Display, seed: u64) -> ! {
+    println!("FAILED ({layer} layer) {violation}");
+    println!("replay: lockstep sim --layer {layer} --seed {seed} --trace");
+    process::exit(1);
+}
+
+fn run_group(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
     let started = Instant::now();
     let (mut runs, mut acked, mut messages, mut crashes, mut partitions, mut gaps) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for seed in seeds {
-        match sim::run_seed(seed, args.trace) {
+        match group_sim::run_seed(seed, trace) {
             Ok(outcome) => {
                 runs += 1;
                 acked += outcome.acked;
@@ -43,19 +73,38 @@ pub fn run(args: SimArgs) {
                 crashes += outcome.crashes;
                 partitions += outcome.partitions;
                 gaps += outcome.state_gaps;
-                if args.seed.is_some() {
+                if one {
                     println!("{outcome:?}");
                 }
             }
-            Err(violation) => {
-                println!("FAILED {violation}");
-                println!("replay: lockstep sim --seed {} --trace", violation.seed);
-                process::exit(1);
-            }
+            Err(violation) => fail("group", &violation, violation.seed),
         }
     }
     println!(
-        "{runs} seeds passed in {:.1} s: {acked} writesets and {messages} messages acknowledged, {crashes} crashes, {partitions} partitions, {gaps} state gaps",
+        "group layer: {runs} seeds passed in {:.1} s: {acked} writesets and {messages} messages acknowledged, {crashes} crashes, {partitions} partitions, {gaps} state gaps",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
+    let started = Instant::now();
+    let (mut runs, mut acked, mut crashes, mut transfers) = (0u64, 0u64, 0u64, 0u64);
+    for seed in seeds {
+        match provider_sim::run_seed(seed, trace) {
+            Ok(outcome) => {
+                runs += 1;
+                acked += outcome.acked;
+                crashes += outcome.node_crashes;
+                transfers += outcome.transfers;
+                if one {
+                    println!("{outcome:?}");
+                }
+            }
+            Err(violation) => fail("provider", &violation, violation.seed),
+        }
+    }
+    println!(
+        "provider layer: {runs} seeds passed in {:.1} s: {acked} commits acknowledged, {crashes} node crashes, {transfers} state transfers",
         started.elapsed().as_secs_f64()
     );
 }

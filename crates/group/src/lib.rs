@@ -71,5 +71,5 @@ pub mod types;
 pub use cache::load_or_create_member_id;
 pub use config::GroupConfig;
 pub use member::{Member, Status};
-pub use node::{GroupNode, NodeConfig};
+pub use node::{DeliverySink, GroupNode, NodeConfig, Outbox};
 pub use types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError, View};

@@ -65,6 +65,9 @@ pub struct Member<S: LogStore> {
     next_request: u64,
     /// Request number -> deadline.
     pending: BTreeMap<u64, u64>,
+    /// Forwarded requests not yet ordered, kept to forward again if the member we sent them
+    /// to was no longer leading: request number -> (data, unnumbered, attempts left).
+    resend: BTreeMap<u64, (Vec<u8>, bool, u8)>,
     completions: Vec<(u64, Result<Seqno, SubmitError>)>,
     paused: bool,
     /// Payloads for entries about to be appended, by (index, term).
@@ -187,6 +190,7 @@ impl<S: LogStore> Member<S> {
             resume_after,
             next_request: 1,
             pending: BTreeMap::new(),
+            resend: BTreeMap::new(),
             completions: Vec::new(),
             paused: false,
             staged: BTreeMap::new(),
@@ -344,6 +348,7 @@ impl<S: LogStore> Member<S> {
             self.pending.iter().filter(|&(_, &deadline)| deadline <= now).map(|(&r, _)| r).collect();
         for request in expired {
             self.pending.remove(&request);
+            self.resend.remove(&request);
             self.completions.push((request, Err(SubmitError::Unknown)));
         }
         if self.raft.role() == Role::Leader {
@@ -388,11 +393,7 @@ impl<S: LogStore> Member<S> {
                     self.propose_remerge(from, view_id);
                 }
             }
-            Body::ForwardRefused { request } => {
-                if self.pending.remove(&request).is_some() {
-                    self.completions.push((request, Err(SubmitError::Retry)));
-                }
-            }
+            Body::ForwardRefused { request } => self.forward_again(request),
             Body::Join(info) => {
                 let known = self.applied.directory.get(&info.id);
                 let wanted = known.is_some_and(|e| e.wants_in && e.info == info);
@@ -473,13 +474,29 @@ impl<S: LogStore> Member<S> {
             let Some(leader) = self.leader else {
                 return Err(SubmitError::NotPrimary);
             };
-            let body =
-                if unnumbered { Body::ForwardMessage { request, data } } else { Body::Forward { request, data } };
-            self.send(leader, body);
+            self.resend.insert(request, (data.clone(), unnumbered, FORWARD_ATTEMPTS));
+            self.send(leader, forward_body(request, data, unnumbered));
         }
         self.next_request += 1;
         self.pending.insert(request, self.now_ms + self.config.submit_timeout_ms);
         Ok(request)
+    }
+
+    /// The member we forwarded `request` to did not order it (it no longer leads): send it to
+    /// the leader we know now, a few times, before telling the submitter to retry.
+    fn forward_again(&mut self, request: u64) {
+        let Some((data, unnumbered, attempts)) = self.resend.remove(&request) else { return };
+        match self.leader.filter(|&l| l != self.info.id && attempts > 0) {
+            Some(leader) if self.pending.contains_key(&request) => {
+                self.resend.insert(request, (data.clone(), unnumbered, attempts - 1));
+                self.send(leader, forward_body(request, data, unnumbered));
+            }
+            _ => {
+                if self.pending.remove(&request).is_some() {
+                    self.completions.push((request, Err(SubmitError::Retry)));
+                }
+            }
+        }
     }
 
     /// Graceful leave: the quorum shrinks by this member once the change commits.
@@ -821,6 +838,7 @@ impl<S: LogStore> Member<S> {
         if let DeliveredKind::Writeset { origin, request } | DeliveredKind::Message { origin, request } = delivered.kind
         {
             if origin == self.info.id && self.pending.remove(&request).is_some() {
+                self.resend.remove(&request);
                 self.completions.push((request, Ok(delivered.seqno)));
             }
         }
@@ -881,6 +899,7 @@ impl<S: LogStore> Member<S> {
         }
         log::warn!("{}: the order up to seqno {} is not retained by {from}: skipping it", self.info.id, state.seqno);
         // Our own writesets in the skipped range cannot be matched to seqnos any more.
+        self.resend.clear();
         for (request, _) in std::mem::take(&mut self.pending) {
             self.completions.push((request, Err(SubmitError::Unknown)));
         }
@@ -1044,6 +1063,17 @@ fn next_change(latest: &Membership, applied: &AppliedState) -> Option<Change> {
         }
     }
     applied.directory.iter().find(|(id, e)| e.wants_in && !latest.voters.contains(id)).map(|(&id, _)| Change::Add(id))
+}
+
+/// How many times a forwarded request is sent again to a new leader.
+const FORWARD_ATTEMPTS: u8 = 3;
+
+fn forward_body(request: u64, data: Vec<u8>, unnumbered: bool) -> Body {
+    if unnumbered {
+        Body::ForwardMessage { request, data }
+    } else {
+        Body::Forward { request, data }
+    }
 }
 
 /// Request numbers start at a random 32-bit incarnation prefix, so a restarted member

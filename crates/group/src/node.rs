@@ -51,12 +51,75 @@ pub struct NodeConfig {
     pub resume_after: Seqno,
 }
 
+/// Where a submission's outcome goes.
+enum Reply {
+    Channel(Sender<Result<Seqno, SubmitError>>),
+    /// Only a failure is reported, to the sink, with this tag; success shows as the delivery.
+    Tag(u64),
+}
+
+/// What the application does with the total order, on the driver's thread: it takes each
+/// delivery as it is made, with no thread hand-off in between. It must be quick and must not
+/// block; messages it wants ordered go to the [`Outbox`] it is given.
+pub trait DeliverySink: Send {
+    /// One delivery, in order. Returns false when it has no room for more: the driver then
+    /// holds what follows (its receive queue grows, which is what flow control sees) until
+    /// [`GroupNode::resume_deliveries`].
+    fn deliver(&mut self, delivered: Delivered, status: &Status, outbox: &mut Outbox) -> bool;
+    /// A tagged submission will not be ordered.
+    fn submit_failed(&mut self, tag: u64, error: SubmitError, outbox: &mut Outbox);
+    /// After every round of the driver (at least every 50 ms), with the member's status.
+    /// Returns whether it has room for deliveries (after refusing some).
+    fn round(&mut self, status: &Status, outbox: &mut Outbox) -> bool;
+}
+
+/// Messages a [`DeliverySink`] asks to order, as `(bytes, tag)`: a failure comes back to
+/// `submit_failed` with the tag.
+#[derive(Default)]
+pub struct Outbox {
+    messages: Vec<(Vec<u8>, u64)>,
+}
+
+impl Outbox {
+    pub fn send_message(&mut self, data: Vec<u8>, tag: u64) {
+        self.messages.push((data, tag));
+    }
+}
+
+/// The sink behind [`GroupNode::recv_delivered`]: a bounded channel.
+struct ChannelSink(SyncSender<Delivered>, Option<Delivered>);
+
+impl DeliverySink for ChannelSink {
+    fn deliver(&mut self, delivered: Delivered, _: &Status, _: &mut Outbox) -> bool {
+        match self.0.try_send(delivered) {
+            Ok(()) => true,
+            Err(TrySendError::Full(d)) => {
+                // Offered again first at the next round.
+                self.1 = Some(d);
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+
+    fn submit_failed(&mut self, _: u64, _: SubmitError, _: &mut Outbox) {}
+
+    fn round(&mut self, status: &Status, outbox: &mut Outbox) -> bool {
+        match self.1.take() {
+            Some(d) => self.deliver(d, status, outbox),
+            None => true,
+        }
+    }
+}
+
 enum Event {
     Incoming(Message),
     /// A seed address answered as this member.
     Seed(MemberId),
-    Submit(Vec<u8>, Sender<Result<Seqno, SubmitError>>),
-    SendMessage(Vec<u8>, Sender<Result<Seqno, SubmitError>>),
+    Submit(Vec<u8>, Reply),
+    SendMessage(Vec<u8>, Reply),
+    /// The sink has room again.
+    ResumeDeliveries,
     Leave,
     ReadCache(Seqno, Seqno, Sender<Result<Vec<Delivered>, Seqno>>),
     Pause,
@@ -72,15 +135,24 @@ struct Shared {
 /// Handle to a running node.
 pub struct GroupNode {
     events: SyncSender<Event>,
-    /// One consumer at a time (the provider's applier); the mutex makes the handle `Sync`.
-    deliveries: Mutex<Receiver<Delivered>>,
+    /// With the default sink: one consumer at a time; the mutex makes the handle `Sync`.
+    deliveries: Option<Mutex<Receiver<Delivered>>>,
     shared: Arc<Mutex<Shared>>,
     driver: Option<JoinHandle<()>>,
     transport: Arc<Transport>,
 }
 
 impl GroupNode {
+    /// Starts a node whose deliveries are read with [`GroupNode::recv_delivered`].
     pub fn start(config: NodeConfig) -> io::Result<Self> {
+        let (delivered_tx, deliveries) = mpsc::sync_channel(DELIVERY_QUEUE);
+        let mut node = Self::start_with_sink(config, Box::new(ChannelSink(delivered_tx, None)))?;
+        node.deliveries = Some(Mutex::new(deliveries));
+        Ok(node)
+    }
+
+    /// Starts a node that hands every delivery to `sink` on its driver thread.
+    pub fn start_with_sink(config: NodeConfig, sink: Box<dyn DeliverySink>) -> io::Result<Self> {
         let segment_bytes = (config.group.gcache_bytes / 8).max(1 << 20);
         if config.bootstrap.is_some() && FileStore::wipe(&config.data_dir)? {
             log::info!("{}: bootstrapping a new cluster: the old cache was discarded", config.info.id);
@@ -118,20 +190,20 @@ impl GroupNode {
                 let _ = found.send(Event::Seed(id));
             });
         }
-        let (delivered_tx, deliveries) = mpsc::sync_channel(DELIVERY_QUEUE);
         let shared = Arc::new(Mutex::new(Shared { status: member.status(), queue_lengths: member.queue_lengths() }));
         let driver = Driver {
             member,
             inbox,
             transport: transport.clone(),
-            delivered_tx,
-            held: None,
+            sink,
+            sink_full: false,
+            outbox: Outbox::default(),
             shared: shared.clone(),
             replies: BTreeMap::new(),
             started: Instant::now(),
         };
         let handle = thread::Builder::new().name(format!("{}-driver", config.info.id)).spawn(move || driver.run())?;
-        Ok(Self { events, deliveries: Mutex::new(deliveries), shared, driver: Some(handle), transport })
+        Ok(Self { events, deliveries: None, shared, driver: Some(handle), transport })
     }
 
     /// Orders a writeset; blocks until it has its seqno (or cannot get one).
@@ -142,8 +214,28 @@ impl GroupNode {
     /// Orders a writeset; the seqno arrives on the returned channel.
     pub fn submit_async(&self, data: Vec<u8>) -> Receiver<Result<Seqno, SubmitError>> {
         let (tx, rx) = mpsc::channel();
-        let _ = self.events.send(Event::Submit(data, tx));
+        let _ = self.events.send(Event::Submit(data, Reply::Channel(tx)));
         rx
+    }
+
+    /// Orders a writeset without waiting: it arrives in the delivery stream, or its failure
+    /// reaches the sink's `submit_failed` with `tag`.
+    pub fn submit_tagged(&self, data: Vec<u8>, tag: u64) {
+        if self.events.send(Event::Submit(data, Reply::Tag(tag))).is_err() {
+            log::warn!("writeset submitted after the group member stopped");
+        }
+    }
+
+    /// [`GroupNode::send_message`] without waiting, like [`GroupNode::submit_tagged`].
+    pub fn send_message_tagged(&self, data: Vec<u8>, tag: u64) {
+        if self.events.send(Event::SendMessage(data, Reply::Tag(tag))).is_err() {
+            log::warn!("message sent after the group member stopped");
+        }
+    }
+
+    /// The sink has room again after refusing a delivery.
+    pub fn resume_deliveries(&self) {
+        let _ = self.events.send(Event::ResumeDeliveries);
     }
 
     /// Orders an unnumbered message (delivered everywhere as `DeliveredKind::Message`,
@@ -151,14 +243,16 @@ impl GroupNode {
     /// not pause messages.
     pub fn send_message(&self, data: Vec<u8>) -> Receiver<Result<Seqno, SubmitError>> {
         let (tx, rx) = mpsc::channel();
-        let _ = self.events.send(Event::SendMessage(data, tx));
+        let _ = self.events.send(Event::SendMessage(data, Reply::Channel(tx)));
         rx
     }
 
     /// The next event of the total order (writeset, message, view or state gap), waiting
-    /// up to `timeout`. Until it is taken, it counts in this member's receive queue.
+    /// up to `timeout`. Until it is taken, it counts in this member's receive queue. Only
+    /// for a node started with [`GroupNode::start`].
     pub fn recv_delivered(&self, timeout: Duration) -> Option<Delivered> {
-        self.deliveries.lock().expect("not poisoned").recv_timeout(timeout).ok()
+        let deliveries = self.deliveries.as_ref().expect("started with a sink: deliveries go there");
+        deliveries.lock().expect("not poisoned").recv_timeout(timeout).ok()
     }
 
     pub fn status(&self) -> Status {
@@ -210,11 +304,12 @@ struct Driver {
     member: Member<FileStore>,
     inbox: Receiver<Event>,
     transport: Arc<Transport>,
-    delivered_tx: SyncSender<Delivered>,
-    /// A delivery the application had no room for yet.
-    held: Option<Delivered>,
+    sink: Box<dyn DeliverySink>,
+    /// The sink refused more: deliveries wait in the member's receive queue.
+    sink_full: bool,
+    outbox: Outbox,
     shared: Arc<Mutex<Shared>>,
-    replies: BTreeMap<u64, Sender<Result<Seqno, SubmitError>>>,
+    replies: BTreeMap<u64, Reply>,
     started: Instant,
 }
 
@@ -243,16 +338,35 @@ impl Driver {
                 next = self.inbox.try_recv().ok();
             }
             self.member.flush();
-            for (to, message) in self.member.take_outbox() {
-                self.transport.send(to, &message);
-            }
+            self.send_outbox();
+            let status = self.member.status();
             for (request, result) in self.member.take_completions() {
-                if let Some(reply) = self.replies.remove(&request) {
-                    let _ = reply.send(result);
+                match self.replies.remove(&request) {
+                    Some(Reply::Channel(reply)) => drop(reply.send(result)),
+                    Some(Reply::Tag(tag)) => {
+                        if let Err(e) = result {
+                            self.sink.submit_failed(tag, e, &mut self.outbox);
+                        }
+                    }
+                    None => {}
                 }
             }
-            self.hand_over_deliveries();
-            self.publish();
+            self.hand_over_deliveries(&status);
+            if self.sink_full {
+                self.sink_full = !self.sink.round(&status, &mut self.outbox);
+            } else {
+                self.sink.round(&status, &mut self.outbox);
+            }
+            let messages = std::mem::take(&mut self.outbox.messages);
+            if !messages.is_empty() {
+                for (data, tag) in messages {
+                    let request = self.member.send_message(data);
+                    self.await_reply(request, Reply::Tag(tag));
+                }
+                self.member.flush();
+                self.send_outbox();
+            }
+            self.publish(status);
         }
     }
 
@@ -265,6 +379,7 @@ impl Driver {
                 self.member.receive(message);
             }
             Event::Seed(id) => self.member.add_seed(id),
+            Event::ResumeDeliveries => self.sink_full = false,
             Event::Submit(data, reply) => {
                 let request = self.member.submit(data);
                 self.await_reply(request, reply);
@@ -284,20 +399,25 @@ impl Driver {
         true
     }
 
-    fn await_reply(&mut self, request: Result<u64, SubmitError>, reply: Sender<Result<Seqno, SubmitError>>) {
-        match request {
-            Ok(request) => {
+    fn await_reply(&mut self, request: Result<u64, SubmitError>, reply: Reply) {
+        match (request, reply) {
+            (Ok(request), reply) => {
                 self.replies.insert(request, reply);
             }
-            Err(e) => {
-                let _ = reply.send(Err(e));
-            }
+            (Err(e), Reply::Channel(reply)) => drop(reply.send(Err(e))),
+            (Err(e), Reply::Tag(tag)) => self.sink.submit_failed(tag, e, &mut self.outbox),
         }
     }
 
-    fn hand_over_deliveries(&mut self) {
-        loop {
-            let Some(d) = self.held.take().or_else(|| self.member.pop_delivered()) else {
+    fn send_outbox(&mut self) {
+        for (to, message) in self.member.take_outbox() {
+            self.transport.send(to, &message);
+        }
+    }
+
+    fn hand_over_deliveries(&mut self, status: &Status) {
+        while !self.sink_full {
+            let Some(d) = self.member.pop_delivered() else {
                 return;
             };
             if let DeliveredKind::View(view) = &d.kind {
@@ -305,20 +425,13 @@ impl Driver {
                     self.transport.set_address(m.id, &m.address);
                 }
             }
-            match self.delivered_tx.try_send(d) {
-                Ok(()) => {}
-                Err(TrySendError::Full(d)) => {
-                    self.held = Some(d);
-                    return;
-                }
-                Err(TrySendError::Disconnected(_)) => return,
-            }
+            self.sink_full = !self.sink.deliver(d, status, &mut self.outbox);
         }
     }
 
-    fn publish(&self) {
+    fn publish(&self, status: Status) {
         let mut shared = self.shared.lock().expect("not poisoned");
-        shared.status = self.member.status();
+        shared.status = status;
         shared.queue_lengths = self.member.queue_lengths();
     }
 }

@@ -58,6 +58,8 @@ pub struct Preload {
     pub cuts: Vec<(MemberId, Seqno)>,
     /// Members announced synced (donor candidates).
     pub synced: Vec<MemberId>,
+    /// The last view, isolated or PA-unsafe writeset: nothing after it applies before it.
+    pub barrier: Seqno,
 }
 
 /// What a joiner reads after the header.
@@ -121,7 +123,8 @@ impl Item {
 }
 
 impl Preload {
-    fn encode(&self) -> Vec<u8> {
+    /// The preload as it travels (one frame of the stream).
+    pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.u8(PRELOAD);
         self.index.encode(&mut w);
@@ -133,7 +136,18 @@ impl Preload {
         for member in &self.synced {
             w.u64(member.0);
         }
+        w.u64(self.barrier as u64);
         w.bytes
+    }
+}
+
+impl Preload {
+    /// A preload frame read back (`None` if the frame is another part).
+    pub fn decode(body: &[u8], optimistic_pa: bool) -> Result<Option<Preload>, DecodeError> {
+        Ok(match decode_part(body, optimistic_pa)? {
+            Some(Part::Preload(p)) => Some(p),
+            _ => None,
+        })
     }
 }
 
@@ -151,7 +165,8 @@ fn decode_part(body: &[u8], optimistic_pa: bool) -> Result<Option<Part>, DecodeE
             let cuts =
                 (0..r.len(16)?).map(|_| Ok((MemberId(r.u64()?), r.u64()? as Seqno))).collect::<Result<_, _>>()?;
             let synced = (0..r.len(8)?).map(|_| r.u64().map(MemberId)).collect::<Result<_, _>>()?;
-            Some(Part::Preload(Preload { index, cuts, synced }))
+            let barrier = r.u64()? as Seqno;
+            Some(Part::Preload(Preload { index, cuts, synced, barrier }))
         }
         END => None,
         _ => return Err(DecodeError("unknown state transfer frame")),
@@ -262,7 +277,8 @@ mod tests {
             implicit_deps: false,
         };
         index.certify(&candidate);
-        let preload = Preload { index, cuts: vec![(MemberId(3), 9)], synced: vec![MemberId(1), MemberId(2)] };
+        let preload =
+            Preload { index, cuts: vec![(MemberId(3), 9)], synced: vec![MemberId(1), MemberId(2)], barrier: 11 };
         let header = Header { group: Uuid([9; 16]), at: 12, from: Some(11) };
         let items =
             vec![Item::Writeset { seqno: 11, bytes: b"ws".to_vec(), failed: false }, Item::Skipped { seqno: 12 }];
@@ -285,6 +301,7 @@ mod tests {
         assert_eq!(received, items);
         let got = got_preload.expect("preload");
         assert_eq!((&got.cuts, &got.synced, got.index.size()), (&preload.cuts, &preload.synced, preload.index.size()));
+        assert_eq!(got.barrier, preload.barrier);
 
         let body = preload.encode();
         for cut in 0..body.len() {

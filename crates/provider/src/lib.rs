@@ -1,19 +1,23 @@
 //! Lockstep's provider logic: everything behind the wsrep v26 ABI, in plain Rust.
 //!
-//! The deterministic cores (certification index, seqno windows, options, saved state) have
-//! no I/O; [`Provider`] is the thread-facing edge that drives them for the ABI layer.
+//! The logic is deterministic and has no I/O: [`core::Core`] (the node's whole provider
+//! state: certification in order, monitors, transactions, joining), the certification index,
+//! seqno windows, options and the saved state. [`Provider`] is the thread-facing runtime that
+//! drives the core for the ABI layer.
 pub mod addresses;
 pub mod application;
 pub mod certification;
+pub mod core;
 pub mod grastate;
 pub mod ist;
 pub mod options;
 mod provider;
 pub mod seqno_window;
+pub mod sim;
 pub mod state_transfer;
 pub mod types;
 pub mod writeset;
 
 pub use provider::{
-    InitArgs, MemberState, Provider, StatValue, StatVar, CAPABILITIES, PROVIDER_NAME, PROVIDER_VENDOR, PROVIDER_VERSION,
+    InitArgs, Provider, StatValue, StatVar, CAPABILITIES, PROVIDER_NAME, PROVIDER_VENDOR, PROVIDER_VERSION,
 };

@@ -26,8 +26,9 @@ pub struct Writeset {
 /// Ordered messages that take no seqno.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Control {
-    /// Causal-read barrier: its delivery position is the causal point.
-    Barrier,
+    /// Causal-read barrier: its delivery position is the causal point; `id` tells the
+    /// sender which of its reads it ends.
+    Barrier { id: u64 },
     /// The sender will never again replicate a writeset that saw less than `seqno`, so
     /// certification history at or below the minimum over members may be purged.
     CommitCut { seqno: Seqno },
@@ -115,7 +116,11 @@ impl Writeset {
 impl Control {
     pub fn encode(&self) -> Vec<u8> {
         match self {
-            Control::Barrier => header(BARRIER).bytes,
+            Control::Barrier { id } => {
+                let mut w = header(BARRIER);
+                w.u64(*id);
+                w.bytes
+            }
             Control::CommitCut { seqno } => {
                 let mut w = header(COMMIT_CUT);
                 w.u64(*seqno as u64);
@@ -135,7 +140,7 @@ impl Control {
     pub fn decode(bytes: &[u8]) -> Result<Control, DecodeError> {
         let (mut r, kind) = open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED])?;
         let control = match kind {
-            BARRIER => Control::Barrier,
+            BARRIER => Control::Barrier { id: r.u64()? },
             COMMIT_CUT => Control::CommitCut { seqno: r.u64()? as Seqno },
             STATE_REQUEST => {
                 let sst_request = r.bytes()?;
@@ -167,7 +172,7 @@ mod tests {
         };
         assert_eq!(Writeset::decode(&ws.encode()).unwrap(), ws);
         let controls = [
-            Control::Barrier,
+            Control::Barrier { id: 9 },
             Control::CommitCut { seqno: 42 },
             Control::StateRequest {
                 sst_request: b"rsync\x00127.0.0.1:4444/rsync_sst\x00".to_vec(),

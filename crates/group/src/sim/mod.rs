@@ -14,7 +14,7 @@ use crate::member::{Member, Status};
 use crate::message::Message;
 use crate::record::{self, RecordKind};
 use crate::rng::Rng;
-use crate::types::{DeliveredKind, Genesis, MemberId, MemberInfo, Seqno};
+use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError};
 use invariants::{hash_bytes, EndState, Invariant};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -39,6 +39,11 @@ pub struct Scenario {
     /// Per step, chance to start a partition or a crash.
     pub partition_per_million: u32,
     pub crash_per_million: u32,
+    /// Per step, chance that a majority of the members crash at once, or all of them.
+    pub majority_crash_per_million: u32,
+    pub whole_crash_per_million: u32,
+    /// Per step, chance that one direction of one link clogs (everything on it waits).
+    pub clog_per_million: u32,
     /// Per step, chance a member leaves gracefully (it stops once out, and rejoins later).
     pub leave_per_million: u32,
     /// Per step, chance a client submits a writeset.
@@ -61,6 +66,9 @@ impl Scenario {
             max_delay_ms: rng.range(1, 200),
             partition_per_million: rng.range(1_000, 6_000) as u32,
             crash_per_million: rng.range(500, 4_000) as u32,
+            majority_crash_per_million: rng.range(0, 150) as u32,
+            whole_crash_per_million: rng.range(0, 100) as u32,
+            clog_per_million: rng.range(0, 3_000) as u32,
             leave_per_million: rng.range(0, 1_500) as u32,
             submit_per_million: rng.range(100_000, 400_000) as u32,
             message_per_million: rng.range(0, 100_000) as u32,
@@ -117,6 +125,12 @@ struct Node {
     submitted: BTreeMap<u64, u64>,
     /// The same for unnumbered messages.
     messages: BTreeMap<u64, u64>,
+    /// Request number -> the external application's tag, for its submissions.
+    tags: BTreeMap<u64, u64>,
+    /// Failed tagged submissions, for the external application.
+    failures: Vec<(u64, SubmitError)>,
+    /// Counts starts, so the external application sees a restart it did not ask for.
+    incarnation: u64,
 }
 
 /// One simulated cluster.
@@ -132,6 +146,11 @@ pub struct Sim {
     sequence: u64,
     /// Links cut by the current partition, as (from, to).
     cut: BTreeSet<(usize, usize)>,
+    /// One-way clogged links, (from, to) -> until when what is sent on them waits.
+    clogged: BTreeMap<(usize, usize), u64>,
+    /// An application outside the simulator takes the deliveries (`pop_delivered`) and
+    /// keeps no position of its own: restarted members deliver their whole log again.
+    external: bool,
     heal_partition_at_ms: u64,
     faults: Option<Scenario>,
     checkers: Vec<Box<dyn Invariant>>,
@@ -183,6 +202,9 @@ impl Sim {
                     leaving: false,
                     submitted: BTreeMap::new(),
                     messages: BTreeMap::new(),
+                    tags: BTreeMap::new(),
+                    failures: Vec::new(),
+                    incarnation: 1,
                 }
             })
             .collect();
@@ -201,6 +223,8 @@ impl Sim {
             in_flight: BTreeMap::new(),
             sequence: 0,
             cut: BTreeSet::new(),
+            clogged: BTreeMap::new(),
+            external: false,
             heal_partition_at_ms: 0,
             faults: None,
             checkers,
@@ -224,6 +248,66 @@ impl Sim {
                 messages_acked: 0,
             },
         }
+    }
+
+    /// Hands deliveries to an application outside the simulator (see `external`).
+    pub fn set_external_application(&mut self, on: bool) {
+        self.external = on;
+    }
+
+    /// Turns the fault injection of `scenario` on, or off (`None`).
+    pub fn set_faults(&mut self, scenario: Option<Scenario>) {
+        self.faults = scenario;
+    }
+
+    pub fn members(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether member `id` runs, and how many times it was started.
+    pub fn incarnation(&self, id: MemberId) -> Option<u64> {
+        let node = self.node(id);
+        node.member.as_ref().map(|_| node.incarnation)
+    }
+
+    /// The next delivery of member `id`, for the external application.
+    pub fn pop_delivered(&mut self, id: MemberId) -> Result<Option<Delivered>, Violation> {
+        let i = id.0 as usize - 1;
+        let Some(d) = self.nodes[i].member.as_mut().and_then(|m| m.pop_delivered()) else { return Ok(None) };
+        self.consumed(i, &d)?;
+        Ok(Some(d))
+    }
+
+    /// Submits from member `id` for the external application; a failure comes back from
+    /// `take_failures` with `tag`. False if the member is not running.
+    pub fn submit_tagged(&mut self, id: MemberId, data: Vec<u8>, tag: u64, unnumbered: bool) -> bool {
+        let i = id.0 as usize - 1;
+        let hash = hash_bytes(if unnumbered { 4 } else { 1 }, &data);
+        let Some(member) = self.nodes[i].member.as_mut() else { return false };
+        let request = if unnumbered { member.send_message(data) } else { member.submit(data) };
+        match request {
+            Ok(request) => {
+                member.flush();
+                let node = &mut self.nodes[i];
+                if unnumbered {
+                    node.messages.insert(request, hash);
+                } else {
+                    node.submitted.insert(request, hash);
+                }
+                node.tags.insert(request, tag);
+            }
+            Err(e) => self.nodes[i].failures.push((tag, e)),
+        }
+        true
+    }
+
+    pub fn take_failures(&mut self, id: MemberId) -> Vec<(u64, SubmitError)> {
+        std::mem::take(&mut self.nodes[id.0 as usize - 1].failures)
+    }
+
+    /// Writesets and views member `id`'s cache serves (an incremental transfer's donor side).
+    pub fn cached_range(&self, id: MemberId, from: Seqno, to: Seqno) -> Result<Vec<Delivered>, Seqno> {
+        self.node(id).member.as_ref().map_or(Err(from), |m| m.cached_range(from, to))
     }
 
     /// Prints faults and views as they happen.
@@ -340,6 +424,8 @@ impl Sim {
             self.nodes[i].crashed_store = Some(store);
             self.nodes[i].submitted.clear();
             self.nodes[i].messages.clear();
+            self.nodes[i].tags.clear();
+            self.nodes[i].failures.clear();
             self.nodes[i].leaving = false;
             self.nodes[i].restart_at_ms = restart_after_ms.map_or(u64::MAX, |d| self.now_ms + d);
             self.stats.crashes += 1;
@@ -352,8 +438,9 @@ impl Sim {
         let Some(store) = self.nodes[i].crashed_store.take() else {
             return Ok(());
         };
-        let consumed = self.nodes[i].consumed;
+        let consumed = if self.external { 0 } else { self.nodes[i].consumed };
         self.check(|c| c.on_restart(id, consumed))?;
+        self.nodes[i].incarnation += 1;
         let ids: Vec<MemberId> = self.nodes.iter().map(|n| n.info.id).collect();
         let info = self.nodes[i].info.clone();
         let mut member = Member::restart(info, self.config.clone(), store, &ids, self.now_ms, consumed);
@@ -395,6 +482,7 @@ impl Sim {
             self.note(|| "heal partition".to_string());
         }
         self.cut.clear();
+        self.clogged.clear();
     }
 
     fn check(&mut self, mut f: impl FnMut(&mut dyn Invariant) -> Result<(), String>) -> Result<(), Violation> {
@@ -406,7 +494,8 @@ impl Sim {
         Ok(())
     }
 
-    fn step(&mut self) -> Result<(), Violation> {
+    /// Advances virtual time by one step.
+    pub fn step(&mut self) -> Result<(), Violation> {
         self.now_ms += STEP_MS;
         if let Some(s) = self.faults.clone() {
             self.inject_faults(&s)?;
@@ -488,34 +577,31 @@ impl Sim {
         let outbox = member.take_outbox();
         let completions = member.take_completions();
         let mut delivered = Vec::new();
-        while !self.stalled.contains(&i) {
+        while !self.stalled.contains(&i) && !self.external {
             let Some(d) = member.pop_delivered() else { break };
             delivered.push(d);
         }
         for d in delivered {
-            self.nodes[i].consumed = d.seqno;
-            self.stats.deliveries += 1;
-            let h = invariants::delivered_hash(&d);
-            self.history_hash = (self.history_hash ^ h ^ id.0).wrapping_mul(0x0100_0000_01b3);
-            // Not the genesis' gap of a member that joins: that is no catch-up.
-            if d.kind == DeliveredKind::StateGap && d.seqno != self.genesis.base_seqno {
-                self.stats.state_gaps += 1;
-                self.note(|| format!("{id} state gap up to seqno {}", d.seqno));
-            }
-            if let DeliveredKind::View(v) = &d.kind {
-                self.note(|| {
-                    let ids: Vec<u64> = v.members.iter().map(|m| m.id.0).collect();
-                    format!("{id} view {} at seqno {}: {ids:?}", v.view_id, d.seqno)
-                });
-            }
-            self.check(|c| c.on_deliver(id, &d))?;
+            self.consumed(i, &d)?;
         }
         for (request, result) in completions {
+            let tag = self.nodes[i].tags.remove(&request);
             let Ok(seqno) = result else {
                 self.nodes[i].submitted.remove(&request);
                 self.nodes[i].messages.remove(&request);
+                if let (Some(tag), Err(e)) = (tag, result) {
+                    self.nodes[i].failures.push((tag, e));
+                }
                 continue;
             };
+            if tag.is_some() {
+                // The external application judges its own acknowledgements: it takes the
+                // deliveries they refer to only later.
+                self.nodes[i].submitted.remove(&request);
+                self.nodes[i].messages.remove(&request);
+                self.stats.acked += 1;
+                continue;
+            }
             if let Some(hash) = self.nodes[i].submitted.remove(&request) {
                 self.stats.acked += 1;
                 if self.counting_probes {
@@ -531,6 +617,27 @@ impl Sim {
             self.send(i, to.0 as usize - 1, &message);
         }
         Ok(())
+    }
+
+    /// The application took delivery `d` of member `i`.
+    fn consumed(&mut self, i: usize, d: &Delivered) -> Result<(), Violation> {
+        let id = self.nodes[i].info.id;
+        self.nodes[i].consumed = d.seqno;
+        self.stats.deliveries += 1;
+        let h = invariants::delivered_hash(d);
+        self.history_hash = (self.history_hash ^ h ^ id.0).wrapping_mul(0x0100_0000_01b3);
+        // Not the genesis' gap of a member that joins: that is no catch-up.
+        if d.kind == DeliveredKind::StateGap && d.seqno != self.genesis.base_seqno {
+            self.stats.state_gaps += 1;
+            self.note(|| format!("{id} state gap up to seqno {}", d.seqno));
+        }
+        if let DeliveredKind::View(v) = &d.kind {
+            self.note(|| {
+                let ids: Vec<u64> = v.members.iter().map(|m| m.id.0).collect();
+                format!("{id} view {} at seqno {}: {ids:?}", v.view_id, d.seqno)
+            });
+        }
+        self.check(|c| c.on_deliver(id, d))
     }
 
     fn send(&mut self, from: usize, to: usize, message: &Message) {
@@ -557,7 +664,10 @@ impl Sim {
                 return;
             }
             *in_flight += 1;
-            let at = self.now_ms + self.rng.range(1, max_delay + 1);
+            let mut at = self.now_ms + self.rng.range(1, max_delay + 1);
+            if let Some(&until) = self.clogged.get(&(from, to)) {
+                at = at.max(until);
+            }
             self.sequence += 1;
             self.network.push(Reverse((at, self.sequence, to, bytes.clone())));
         }
@@ -582,6 +692,33 @@ impl Sim {
             if primary && !self.nodes[who].leaving {
                 self.nodes[who].leaving = true;
                 self.leave(MemberId(who as u64 + 1));
+            }
+        }
+        self.clogged.retain(|_, until| *until > self.now_ms);
+        if self.rng.chance(s.clog_per_million) {
+            let (from, to) = (self.rng.range(0, n as u64) as usize, self.rng.range(0, n as u64) as usize);
+            if from != to {
+                let until = self.now_ms + self.rng.range(200, 6_000);
+                self.clogged.insert((from, to), until);
+                self.note(|| format!("clog m{} -> m{} until {until} ms", from + 1, to + 1));
+            }
+        }
+        let all_up = self.nodes.iter().all(|n| n.member.is_some() && !n.leaving);
+        let (majority, whole) =
+            (self.rng.chance(s.majority_crash_per_million), self.rng.chance(s.whole_crash_per_million));
+        if all_up && (majority || whole) {
+            // Power cuts: a majority at once (no primary component until they are back), or
+            // every member.
+            let count = if whole { n } else { n / 2 + 1 };
+            let mut victims: Vec<usize> = (0..n).collect();
+            while victims.len() > count {
+                let spared = self.rng.range(0, victims.len() as u64) as usize;
+                victims.remove(spared);
+            }
+            self.note(|| format!("{} crash at once: {victims:?}", if whole { "all members" } else { "a majority" }));
+            for victim in victims {
+                let outage = self.rng.range(200, 8_000);
+                self.crash(MemberId(victim as u64 + 1), Some(outage));
             }
         }
         let down = self.nodes.iter().filter(|n| n.member.is_none() || n.leaving).count();

@@ -171,6 +171,13 @@ impl CertificationIndex {
         }
     }
 
+    /// A hash of the index's content (FNV-1a of its encoding): equal indexes certify alike.
+    pub fn digest(&self) -> u64 {
+        let mut w = Writer::default();
+        self.encode(&mut w);
+        w.bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    }
+
     /// Source and isolation of the writeset at `seqno`, from any reference it still holds.
     fn origin_of(&self, seqno: Seqno, chains: &[(Vec<u8>, KeyType)]) -> Option<(Uuid, bool)> {
         chains.iter().find_map(|(chain, kind)| {

@@ -1,65 +1,54 @@
-//! Joining and leaving the group: starting the group member, the thread that reads its
-//! deliveries, and the final view.
-use super::catch_up::CatchUp;
-use super::{Connection, Event, MemberState, Provider, Transfer, APPLICATION_PROTOCOL, CAPABILITIES};
+//! Joining and leaving the group: starting the group member with the core as its delivery
+//! sink, the state-transfer receiver, and the final view.
+use super::sink::CoreSink;
+use super::{lock, Link, Provider};
 use crate::addresses::{AddressSettings, GroupAddresses};
-use crate::application::{Member, View, ViewStatus};
-use crate::types::{Gtid, Status, Uuid, SEQNO_UNDEFINED};
-use lockstep_group::{Genesis, GroupConfig, GroupNode, MemberId, MemberInfo, NodeConfig};
+use crate::core::{member_uuid, Opening};
+use crate::options::Options;
+use crate::types::{Status, Uuid};
+use lockstep_group::{Genesis, GroupConfig, GroupNode, MemberInfo, NodeConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long `disconnect` waits for the group to confirm a graceful leave.
+/// How long leaving waits for the group to confirm a graceful leave.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Member UUIDs in views are derived from the group's stable member ids.
-pub(super) fn member_uuid(id: MemberId) -> Uuid {
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&id.0.to_be_bytes());
-    bytes[8..].copy_from_slice(b"lockstep");
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    Uuid(bytes)
-}
 
 impl Provider {
     /// `donors`: `wsrep_sst_donor`, the members to ask for state, in order of preference.
     pub fn connect(self: &Arc<Self>, cluster_name: &str, url: &str, donors: &str, bootstrap: bool) -> Status {
-        let shared = self.lock();
-        if shared.connection.as_ref().is_some() {
-            log::error!("connect called while already connected");
-            return Status::NodeFail;
-        }
-        let o = &shared.options;
-        let settings = AddressSettings {
-            cluster_url: url,
-            node_address: &self.node_address,
-            listen_addr: o.get("gmcast.listen_addr"),
-            base_host: o.get("base_host"),
-            base_port: o.get("base_port"),
-            ist_recv_addr: o.get("ist.recv_addr"),
-            ist_recv_bind: o.get("ist.recv_bind"),
-        };
-        let addresses = match GroupAddresses::resolve(&settings) {
-            Ok(a) => a,
-            Err(e) => {
-                log::error!("{e}");
-                return Status::NodeFail;
-            }
+        let (addresses, group_config, cache_dir) = {
+            let o = lock(&self.options);
+            let settings = AddressSettings {
+                cluster_url: url,
+                node_address: &self.node_address,
+                listen_addr: o.get("gmcast.listen_addr"),
+                base_host: o.get("base_host"),
+                base_port: o.get("base_port"),
+                ist_recv_addr: o.get("ist.recv_addr"),
+                ist_recv_bind: o.get("ist.recv_bind"),
+            };
+            let addresses = match GroupAddresses::resolve(&settings) {
+                Ok(a) => a,
+                Err(e) => {
+                    log::error!("{e}");
+                    return Status::NodeFail;
+                }
+            };
+            let dir = o.get("gcache.dir");
+            let cache_dir = PathBuf::from(if dir.is_empty() { o.get("base_dir") } else { dir });
+            (addresses, group_config(cluster_name, &o), cache_dir)
         };
         let bootstrap = bootstrap || addresses.peers.is_empty();
-        if bootstrap && !shared.safe_to_bootstrap {
-            log::error!(
-                "It may not be safe to bootstrap the cluster from this node. It was not the last one to leave the \
-                 cluster and may not contain all the updates. To force cluster bootstrap with this node, edit the \
-                 grastate.dat file manually and set safe_to_bootstrap to 1 ."
-            );
-            return Status::NodeFail;
-        }
+        let position = {
+            let core = self.lock_core();
+            if let Err(status) = core.may_connect(bootstrap) {
+                return status;
+            }
+            core.position()
+        };
         // A joiner receives its state transfer there; a port already taken is a clear error
         // now rather than a failed transfer later.
-        drop(shared);
         let receiver = if bootstrap {
             None
         } else {
@@ -71,16 +60,6 @@ impl Provider {
                 }
             }
         };
-        let mut shared = self.lock();
-        if shared.connection.as_ref().is_some() {
-            log::error!("connect called while already connected");
-            return Status::NodeFail;
-        }
-        let o = &shared.options;
-        let cache_dir = {
-            let dir = o.get("gcache.dir");
-            PathBuf::from(if dir.is_empty() { o.get("base_dir") } else { dir })
-        };
         let me = match lockstep_group::load_or_create_member_id(&cache_dir) {
             Ok(id) => id,
             Err(e) => {
@@ -89,16 +68,25 @@ impl Provider {
             }
         };
         let genesis = bootstrap.then(|| {
-            let history = if shared.position.uuid.is_nil() {
+            let history = if position.uuid.is_nil() {
                 log::info!("starting a new group history for cluster '{cluster_name}'");
                 Uuid::random()
             } else {
-                shared.position.uuid
+                position.uuid
             };
-            Genesis { history: history.0, base_seqno: shared.position.seqno.max(0) as u64 }
+            Genesis { history: history.0, base_seqno: position.seqno.max(0) as u64 }
+        });
+        let generation = self.with_core(|core| {
+            core.open(Opening {
+                me,
+                member: member_uuid(me),
+                bootstrap_history: genesis.map(|g| Uuid(g.history)),
+                ist_addr: addresses.ist_advertised.clone(),
+                donors: donors.to_string(),
+            })
         });
         let config = NodeConfig {
-            group: group_config(cluster_name, &shared.options),
+            group: group_config,
             info: MemberInfo {
                 id: me,
                 name: self.node_name.clone(),
@@ -112,48 +100,17 @@ impl Provider {
             peers: addresses.peers.clone(),
             resume_after: 0,
         };
-        let node = match GroupNode::start(config) {
-            Ok(node) => Arc::new(node),
+        let sink =
+            CoreSink { provider: Arc::downgrade(self), generation, started: Instant::now(), failure_reported: false };
+        let node = match GroupNode::start_with_sink(config, Box::new(sink)) {
+            Ok(node) => node,
             Err(e) => {
                 log::error!("cannot start group communication on {}: {e}", addresses.listen);
+                self.with_core(|core| core.close("group communication did not start"));
                 return Status::NodeFail;
             }
         };
-        if let Some(g) = genesis {
-            // The new cluster's history starts from what this node holds.
-            shared.position = Gtid::new(Uuid(g.history), g.base_seqno as i64);
-        }
-        shared.generation += 1;
-        let generation = shared.generation;
-        shared.connection = Some(Connection {
-            generation,
-            group: genesis.map_or(shared.position.uuid, |g| Uuid(g.history)),
-            member: member_uuid(me),
-            me,
-            node: node.clone(),
-            view: lockstep_group::View::default(),
-            has_state: false,
-            history_known: false,
-            bootstrapped: bootstrap,
-            app_ready: bootstrap,
-            apply_failed: None,
-            primary: false,
-            group_primary: false,
-            joined_at: None,
-            transfer: Transfer::None,
-            request_id: 0,
-            catch_up: if bootstrap { CatchUp::Done } else { CatchUp::Waiting },
-            ist_addr: addresses.ist_advertised.clone(),
-            donors: donors.to_string(),
-            closing: false,
-            delivery: None,
-        });
-        shared.member_state = MemberState::Initialized;
-        shared.events.clear();
-        if bootstrap {
-            shared.safe_to_bootstrap = true;
-        }
-        shared.save_state(Gtid::new(shared.position.uuid, SEQNO_UNDEFINED));
+        *lock(&self.link) = Some(Arc::new(Link { generation, node }));
         log::info!(
             "connecting to cluster '{cluster_name}' as member {} ({me}, {}): group traffic on {}, {}",
             member_uuid(me),
@@ -165,96 +122,64 @@ impl Provider {
                 format!("peers {:?}", addresses.peers)
             }
         );
-        drop(shared);
-        let provider = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("lockstep-delivery".into())
-            .spawn(move || provider.deliver_from_group(generation, node));
-        let mut shared = self.lock();
-        match spawned {
-            Ok(handle) => shared.connection.as_mut().expect("set above").delivery = Some(handle),
-            Err(e) => {
-                log::error!("cannot start the delivery thread: {e}");
-                shared.connection = None;
-                return Status::NodeFail;
-            }
-        }
-        drop(shared);
         if let Some(receiver) = receiver {
-            let provider = self.clone();
-            let spawned = std::thread::Builder::new()
-                .name("lockstep-ist-recv".into())
-                .spawn(move || provider.receive_transfers(generation, receiver));
-            if let Err(e) = spawned {
-                log::error!("cannot start the state transfer receiver: {e}");
-                self.fail_transfer(generation, "no state transfer receiver");
-            }
+            self.spawn_guarded("lockstep-ist-recv", generation, {
+                let provider = self.clone();
+                move || provider.receive_transfers(generation, receiver)
+            });
         }
-        self.notify();
         Status::Ok
+    }
+
+    /// Starts a thread of ours; a panic on it is caught, logged, and stops the node rather
+    /// than leaving a wait that nobody will end.
+    pub(super) fn spawn_guarded(self: &Arc<Self>, name: &str, generation: u64, body: impl FnOnce() + Send + 'static) {
+        let provider = Arc::downgrade(self);
+        let thread_name = name.to_string();
+        let spawned = std::thread::Builder::new().name(name.to_string()).spawn(move || {
+            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+                let what = panic_message(&panic);
+                if let Some(provider) = provider.upgrade() {
+                    provider.with_core(|core| {
+                        if core.is_current(generation) {
+                            core.fail(&format!("thread {thread_name} panicked: {what}"));
+                        }
+                    });
+                } else {
+                    log::error!("thread {thread_name} panicked: {what}");
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            self.with_core(|core| core.fail(&format!("cannot start thread {name}: {e}")));
+        }
     }
 
     /// Leaves the group gracefully (so the others keep their quorum), then lets an applier
     /// deliver the final view, after which every `recv` returns. MariaDB waits for that view.
     pub fn disconnect(&self) -> Status {
-        let mut shared = self.lock();
-        let Some((node, alone)) = shared.connection.as_mut().filter(|c| !c.closing).map(|c| {
-            c.closing = true;
-            (c.node.clone(), c.view.members.len() <= 1)
-        }) else {
-            return Status::Ok;
-        };
-        log::info!("closing connection: last committed {}", shared.last_committed());
-        drop(shared);
-        self.notify();
-        node.leave();
-        let deadline = Instant::now() + LEAVE_TIMEOUT;
-        while !alone && !node.status().left && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
+        let Some(alone) = self.with_core(|core| core.begin_leave()) else { return Status::Ok };
+        if let Some(link) = self.link() {
+            leave_group(&link.node, alone);
         }
-        let mut shared = self.lock();
-        let view = View {
-            state_id: shared.last_committed(),
-            conf_id: -1,
-            status: ViewStatus::NonPrimary,
-            capabilities: CAPABILITIES,
-            my_index: -1,
-            members: Vec::new(),
-            proto_ver: APPLICATION_PROTOCOL,
-        };
-        shared.events.push_back(Event::Final { view });
-        drop(shared);
-        self.notify();
+        self.with_core(|core| core.push_final_view());
         Status::Ok
     }
 
-    pub(super) fn deliver_final_view(&self, ctx: crate::application::RecvCtx, view: &View) -> Result<(), Status> {
-        if let Err(e) = self.app.view(ctx, view) {
-            log::warn!("{} callback failed for the final view", e.0);
+    /// This node stopped serving: it leaves the group, so the others go on without it.
+    pub(super) fn leave_after_failure(&self) {
+        if let Some(link) = self.link() {
+            log::info!("leaving the cluster after a failure of this node");
+            leave_group(&link.node, false);
         }
-        self.close_connection("closed");
-        Ok(())
     }
 
-    /// Ends the connection: saves where the history stands, then stops the delivery thread
-    /// and the group member (so a new connection may reuse the port and the cache).
-    fn close_connection(&self, why: &str) {
-        let mut shared = self.lock();
-        let Some(mut c) = shared.connection.take() else { return };
-        let position =
-            if c.has_state { Gtid::new(c.group, shared.committed.last_contiguous()) } else { shared.position };
-        shared.position = position;
-        shared.member_state = MemberState::Initialized;
-        shared.desync_count = 0;
-        shared.save_state(position);
-        log::info!("{why}; saved state {position}, safe_to_bootstrap: {}", u8::from(shared.safe_to_bootstrap));
-        drop(shared);
-        self.notify();
-        if let Some(delivery) = c.delivery.take() {
-            if delivery.thread().id() != std::thread::current().id() {
-                let _ = delivery.join();
-            }
-        }
+    /// Ends the connection: saves where the history stands, then stops the group member (so
+    /// a new connection may reuse the port and the cache).
+    pub(super) fn close_connection(&self, why: &str) {
+        self.with_core(|core| core.close(why));
+        let link = lock(&self.link).take();
+        drop(link);
     }
 
     /// Unload: a connection whose final view was never delivered (no applier thread ran)
@@ -263,31 +188,33 @@ impl Provider {
         self.close_connection("unloaded while connected");
     }
 
-    /// View of the group as MariaDB sees it.
-    pub(super) fn primary_view(&self, group: Uuid, seqno: i64, view: &lockstep_group::View, me: MemberId) -> View {
-        let members: Vec<Member> = view
-            .members
-            .iter()
-            .map(|m| Member { id: member_uuid(m.id), name: m.name.clone(), incoming: m.incoming_address.clone() })
-            .collect();
-        View {
-            state_id: Gtid::new(group, seqno),
-            conf_id: view.view_id as i64,
-            status: ViewStatus::Primary,
-            capabilities: CAPABILITIES,
-            my_index: view.members.iter().position(|m| m.id == me).map_or(-1, |i| i as i32),
-            members,
-            proto_ver: APPLICATION_PROTOCOL,
-        }
-    }
-
     pub(super) fn callback_failed(&self, name: &str) -> Status {
         log::error!("the application's {name} callback failed; this node stops applying");
         Status::Fatal
     }
+
+    /// The current connection's group member, if `generation` is still current.
+    pub(super) fn node_of(&self, generation: u64) -> Option<Arc<Link>> {
+        self.link().filter(|l| l.generation == generation)
+    }
 }
 
-/// Group timeouts and sizes from the Galera options of the same meaning.
+fn leave_group(node: &GroupNode, alone: bool) {
+    node.leave();
+    let deadline = Instant::now() + LEAVE_TIMEOUT;
+    while !alone && !node.status().left && node.status().failed.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub(super) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 /// The previous connection's receiver may still be closing (it polls): wait for it briefly.
 fn bind_receiver(address: &str) -> std::io::Result<crate::ist::Receiver> {
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -301,12 +228,19 @@ fn bind_receiver(address: &str) -> std::io::Result<crate::ist::Receiver> {
     }
 }
 
-fn group_config(cluster_name: &str, options: &crate::options::Options) -> GroupConfig {
+/// The largest writeset this node replicates: `repl.max_ws_size`, capped by what the group
+/// carries in one entry.
+pub(super) fn max_writeset_bytes(options: &Options) -> u64 {
+    options.size("repl.max_ws_size").min(u64::from(u32::MAX >> 1))
+}
+
+/// Group timeouts and sizes from the Galera options of the same meaning.
+fn group_config(cluster_name: &str, options: &Options) -> GroupConfig {
     let mut config = GroupConfig::new(cluster_name);
     let ms = |key: &str| options.period(key).as_millis() as u64;
     config.suspect_timeout_ms = ms("evs.suspect_timeout").max(config.election_timeout_max_ms);
     config.inactive_timeout_ms = ms("evs.inactive_timeout").max(config.suspect_timeout_ms);
     config.gcache_bytes = options.size("gcache.size").max(1 << 20);
-    config.max_writeset_bytes = options.size("repl.max_ws_size").min(u64::from(u32::MAX >> 1)) as u32;
+    config.max_writeset_bytes = max_writeset_bytes(options) as u32;
     config
 }

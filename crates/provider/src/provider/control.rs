@@ -1,5 +1,5 @@
 //! Causal reads, pause/resume (FTWRL, donors) and desync/resync.
-use super::{MemberState, Provider};
+use super::{lock, Provider};
 use crate::types::{Gtid, Seqno, Status};
 use crate::writeset::Control;
 use std::time::{Duration, Instant};
@@ -12,112 +12,70 @@ impl Provider {
     /// `upto = Some(g)`: wait until `g` has committed here. `timeout_s < 0` = the
     /// `repl.causal_read_timeout` default.
     pub fn sync_wait(&self, upto: Option<Gtid>, timeout_s: i32) -> (Status, Gtid) {
-        let shared = self.lock();
         let timeout = if timeout_s < 0 {
-            shared.options.period("repl.causal_read_timeout")
+            lock(&self.options).period("repl.causal_read_timeout")
         } else {
             Duration::from_secs(timeout_s as u64)
         };
         let deadline = Instant::now().checked_add(timeout);
         let target = match upto {
             Some(gtid) => {
-                if gtid.uuid != shared.group() {
-                    return (Status::TrxMissing, shared.last_committed());
+                let core = self.lock_core();
+                if gtid.uuid != core.group() {
+                    return (Status::TrxMissing, core.last_committed());
                 }
-                drop(shared);
                 gtid.seqno
             }
-            None => {
-                let node = shared.group_node().filter(|_| shared.can_replicate());
-                let Some(node) = node else { return (Status::TrxFail, shared.last_committed()) };
-                drop(shared);
-                // The causal point: a barrier through the total order. Every writeset
-                // acknowledged anywhere before this call is ordered before it.
-                let ordered = node.send_message(Control::Barrier.encode()).recv_timeout(timeout);
-                let shared = self.lock();
-                match ordered {
-                    Ok(Ok(seqno)) => seqno as Seqno,
-                    _ => return (Status::TrxFail, shared.last_committed()),
-                }
-            }
+            None => match self.causal_point(deadline) {
+                Some(point) => point,
+                None => return (Status::TrxFail, self.last_committed_id()),
+            },
         };
-        let shared = self.lock();
-        let (mut shared, reached) = self.wait_until(shared, deadline, |s| s.committed.last_contiguous() >= target);
-        if upto.is_none() {
-            shared.counters.causal_reads += 1;
-        }
-        let status = if reached { Status::Ok } else { Status::TrxFail };
-        (status, shared.last_committed())
+        let reached = self.wait_for(deadline, |core, me| core.committed_up_to(target, me).then_some(())).is_some();
+        let status = if reached && !self.lock_core().is_failed() { Status::Ok } else { Status::TrxFail };
+        (status, self.last_committed_id())
     }
 
-    pub fn last_committed_id(&self) -> Gtid {
-        self.lock().last_committed()
+    /// The causal point: where a barrier sent now is ordered. Every writeset acknowledged
+    /// anywhere before this call is ordered before it.
+    fn causal_point(&self, deadline: Option<Instant>) -> Option<Seqno> {
+        let id = self.with_core(|core| core.barrier_start())?;
+        let Some(link) = self.link() else {
+            self.with_core(|core| core.forget_barrier(id));
+            return None;
+        };
+        link.node.send_message_tagged(Control::Barrier { id }.encode(), id);
+        drop(link);
+        let point = self.wait_for(deadline, |core, me| core.barrier_point(id, me));
+        if point.is_none() {
+            self.with_core(|core| core.forget_barrier(id));
+        }
+        point.and_then(Result::ok)
     }
 
     /// Stops ordering new writesets, waits for those in flight to commit and returns the
     /// seqno the node is paused at, or -1 on failure.
     pub fn pause(&self) -> Seqno {
-        let mut shared = self.lock();
-        if shared.paused_at.is_some() {
-            log::error!("pause requested while already paused");
-            return -1;
-        }
-        // Local writesets still being ordered are not waited for: they wait for `resume`
-        // in commit order, which pausing blocks.
-        let target = shared.ordering.delivered;
-        shared.paused_at = Some(target);
+        let Some(target) = self.with_core(|core| core.pause_start()) else { return -1 };
         let deadline = Instant::now().checked_add(PAUSE_DRAIN_TIMEOUT);
-        let (mut shared, drained) = self.wait_until(shared, deadline, |s| s.committed.last_contiguous() >= target);
+        let drained = self.wait_for(deadline, |core, me| core.committed_up_to(target, me).then_some(())).is_some();
         if !drained {
-            shared.paused_at = None;
-            drop(shared);
-            self.notify();
+            self.with_core(|core| core.pause_abandoned());
             log::error!("pause: in-flight writesets did not commit within {PAUSE_DRAIN_TIMEOUT:?}");
             return -1;
         }
-        let at = shared.committed.last_contiguous();
-        shared.paused_at = Some(at);
-        let group = shared.group();
-        shared.save_state(Gtid::new(group, at));
-        log::info!("provider paused at {group}:{at}");
-        at
+        self.with_core(|core| core.pause_drained())
     }
 
     pub fn resume(&self) -> Status {
-        let mut shared = self.lock();
-        if shared.paused_at.take().is_none() {
-            return Status::Ok;
-        }
-        let running = Gtid::new(shared.group(), crate::types::SEQNO_UNDEFINED);
-        shared.save_state(running);
-        drop(shared);
-        self.notify();
-        log::info!("provider resumed");
-        Status::Ok
+        self.with_core(|core| core.resume())
     }
 
     pub fn desync(&self) -> Status {
-        let mut shared = self.lock();
-        if shared.connection.as_ref().is_none_or(|c| c.closing) {
-            return Status::ConnFail;
-        }
-        shared.desync_count += 1;
-        log::info!("desynced from the group (desync count {})", shared.desync_count);
-        Status::Ok
+        self.with_core(|core| core.desync())
     }
 
     pub fn resync(&self) -> Status {
-        let mut shared = self.lock();
-        if shared.desync_count == 0 {
-            log::warn!("resync requested but the node is not desynced");
-            return Status::Ok;
-        }
-        shared.desync_count -= 1;
-        if shared.desync_count == 0 && shared.member_state == MemberState::Joined {
-            // With one member there is nothing to catch up on.
-            shared.member_state = MemberState::Synced;
-        }
-        log::info!("resynced (desync count {})", shared.desync_count);
-        Status::Ok
+        self.with_core(|core| core.resync())
     }
 }

@@ -1,132 +1,15 @@
-//! Status variables with Galera's names (MariaDB adds the `wsrep_` prefix).
-use super::{Counters, MemberState, Provider, Shared};
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum StatValue {
-    Int(i64),
-    Double(f64),
-    Text(String),
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct StatVar {
-    pub name: &'static str,
-    pub value: StatValue,
-}
-
-impl Shared {
-    fn local_state(&self) -> (i64, &'static str) {
-        let connected = self.connection.as_ref().is_some();
-        match self.member_state {
-            _ if !connected => (0, "Initialized"),
-            MemberState::Joined | MemberState::Synced if self.desync_count > 0 => (2, "Donor/Desynced"),
-            MemberState::Initialized => (0, "Initialized"),
-            MemberState::Joining => (1, "Joining"),
-            MemberState::Joined => (3, "Joined"),
-            MemberState::Synced => (4, "Synced"),
-        }
-    }
-}
-
-fn average(sum: i64, count: i64) -> f64 {
-    if count == 0 {
-        0.0
-    } else {
-        sum as f64 / count as f64
-    }
-}
+//! Status variables: the core's, with what the runtime keeps outside it.
+use super::{lock, Provider, StatVar};
+use crate::core::StatsSnapshot;
 
 impl Provider {
     pub fn stats(&self) -> Vec<StatVar> {
-        use StatValue::{Double, Int, Text};
-        let shared = self.lock();
-        let c = &shared.counters;
-        let (state, comment) = shared.local_state();
-        let connection = shared.connection.as_ref();
-        let primary = connection.is_some_and(|c| !c.closing && c.primary);
-        let members = connection.map_or(0, |c| c.view.members.len());
-        let weight = if primary { members } else { 0 };
-        let incoming = connection
-            .map(|c| c.view.members.iter().map(|m| m.incoming_address.as_str()).collect::<Vec<_>>().join(","))
-            .unwrap_or_default();
-        let vars: Vec<(&'static str, StatValue)> = vec![
-            ("local_state_uuid", Text(shared.group().to_string())),
-            ("protocol_version", Int(11)),
-            ("protocol_application", Int(4)),
-            ("protocol_replicator", Int(11)),
-            ("protocol_GCS", Int(5)),
-            ("last_committed", Int(shared.committed.last_contiguous())),
-            ("replicated", Int(c.replicated)),
-            ("replicated_bytes", Int(c.replicated_bytes)),
-            ("repl_keys", Int(c.repl_keys)),
-            ("repl_keys_bytes", Int(c.repl_keys_bytes)),
-            ("repl_data_bytes", Int(c.repl_data_bytes)),
-            ("repl_other_bytes", Int(0)),
-            ("received", Int(c.received)),
-            ("received_bytes", Int(c.received_bytes)),
-            ("local_commits", Int(c.local_commits)),
-            ("local_cert_failures", Int(c.local_cert_failures)),
-            ("local_replays", Int(c.local_replays)),
-            ("local_send_queue", Int(0)),
-            ("local_send_queue_max", Int(0)),
-            ("local_send_queue_min", Int(0)),
-            ("local_send_queue_avg", Double(0.0)),
-            ("local_recv_queue", Int(shared.events.len() as i64)),
-            ("local_recv_queue_max", Int(0)),
-            ("local_recv_queue_min", Int(0)),
-            ("local_recv_queue_avg", Double(0.0)),
-            ("local_cached_downto", Int(-1)),
-            ("flow_control_paused_ns", Int(0)),
-            ("flow_control_paused", Double(0.0)),
-            ("flow_control_sent", Int(0)),
-            ("flow_control_recv", Int(0)),
-            ("flow_control_active", Text("false".into())),
-            ("flow_control_requested", Text("false".into())),
-            ("cert_deps_distance", Double(average(c.deps_distance_sum, c.certified))),
-            ("apply_oooe", Double(0.0)),
-            ("apply_oool", Double(0.0)),
-            ("apply_window", Double(0.0)),
-            ("apply_waits", Int(0)),
-            ("commit_oooe", Double(0.0)),
-            ("commit_oool", Double(0.0)),
-            ("commit_window", Double(0.0)),
-            ("local_state", Int(state)),
-            ("local_state_comment", Text(comment.into())),
-            ("cert_index_size", Int(shared.certification.size() as i64)),
-            ("causal_reads", Int(c.causal_reads)),
-            ("cert_interval", Double(average(c.interval_sum, c.certified))),
-            ("open_transactions", Int(shared.trxs.len() as i64)),
-            ("open_connections", Int(0)),
-            ("incoming_addresses", Text(incoming)),
-            ("cluster_weight", Text(weight.to_string())),
-            ("desync_count", Text(shared.desync_count.to_string())),
-            ("evs_delayed", Text(String::new())),
-            ("evs_evict_list", Text(String::new())),
-            ("evs_repl_latency", Text("0/0/0/0/0".into())),
-            ("evs_state", Text(if connection.is_some() { "OPERATIONAL".into() } else { "CLOSED".into() })),
-            ("gcomm_uuid", Text(connection.map_or(String::new(), |c| c.member.to_string()))),
-            ("gmcast_segment", Text(shared.options.get("gmcast.segment").to_string())),
-        ];
-        vars.into_iter().map(|(name, value)| StatVar { name, value }).collect()
+        let segment = lock(&self.options).get("gmcast.segment").to_string();
+        self.lock_core().stats(&StatsSnapshot { segment: &segment })
     }
 
     /// `FLUSH STATUS`: resets the averages and rates, keeps totals and positions.
     pub fn stats_reset(&self) {
-        let mut shared = self.lock();
-        let c = &mut shared.counters;
-        *c = Counters {
-            replicated: c.replicated,
-            replicated_bytes: c.replicated_bytes,
-            repl_keys: c.repl_keys,
-            repl_keys_bytes: c.repl_keys_bytes,
-            repl_data_bytes: c.repl_data_bytes,
-            received: c.received,
-            received_bytes: c.received_bytes,
-            local_commits: c.local_commits,
-            local_cert_failures: c.local_cert_failures,
-            local_replays: c.local_replays,
-            causal_reads: c.causal_reads,
-            ..Counters::default()
-        };
+        self.with_core(|core| core.stats_reset());
     }
 }

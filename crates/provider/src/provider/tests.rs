@@ -2,12 +2,14 @@
 //! callbacks and re-enters the provider as MariaDB does (commit order inside apply,
 //! `last_committed_id` inside the view callback).
 use super::*;
-use crate::application::{Applied, ApplyRequest, CallbackFailed, RecvCtx, WsHandle};
-use crate::certification::KeyType;
+use crate::application::{Applied, ApplyRequest, CallbackFailed, RecvCtx, View, WsHandle};
+use crate::certification::{Key, KeyType};
 use crate::grastate::FILE_NAME;
 use crate::types::{flags, Status, TrxMeta};
+use crate::types::{Seqno, Uuid};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread;
+use std::time::Duration;
 
 #[derive(Default)]
 struct FakeServer {

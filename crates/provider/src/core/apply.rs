@@ -1,0 +1,612 @@
+//! The apply queue and the appliers' turns: events wait for the server's applier threads in
+//! `recv`, one idle applier is woken per event, and an event runs once everything it depends
+//! on has committed. Also the joiner's handshake and the donor's part of a state transfer,
+//! which run on applier threads too.
+use super::phase::{CatchUp, Handshake, Phase};
+use super::{Core, APPLICATION_PROTOCOL, APPLY_QUEUE_LIMIT, CAPABILITIES};
+use crate::application::{Member, View, ViewStatus};
+use crate::ist::Preload;
+use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
+use crate::writeset::{Control, Writeset};
+use lockstep_group::MemberId;
+use std::collections::{BTreeSet, VecDeque};
+
+/// Failed verdicts kept for donating: this many seqnos back from the newest.
+const VERDICT_HISTORY: Seqno = 1 << 22;
+
+/// Ordered work for an applier thread.
+#[derive(Debug)]
+pub enum Event {
+    /// A primary view that includes us.
+    View { view: View, first_in_connection: bool },
+    /// We lost the primary component: delivered at once, nothing to wait for.
+    NonPrimary { view: View },
+    /// A writeset from another member (or one of ours whose client gave up waiting).
+    Apply { seqno: Seqno, writeset: Box<Writeset>, depends_on: Seqno, failed: bool },
+    /// We were chosen to donate state to a joiner, once everything up to `after` is committed.
+    Donate(Box<Donation>),
+    /// A seqno received by state transfer that changes no data (a configuration change).
+    Skipped { seqno: Seqno },
+    /// Our own announcement came back: synced once everything up to `after` is committed.
+    Synced { after: Seqno },
+    /// The last view of a connection; after it every `recv` returns.
+    Final { view: View },
+}
+
+impl Event {
+    pub fn seqno(&self) -> Option<Seqno> {
+        match self {
+            Event::View { view, .. } => Some(view.state_id.seqno),
+            Event::Apply { seqno, .. } | Event::Skipped { seqno } => Some(*seqno),
+            _ => None,
+        }
+    }
+
+    /// Where it stands in the order (controls are ordered after a seqno).
+    fn place(&self) -> Option<Seqno> {
+        match self {
+            Event::Synced { after } => Some(*after),
+            Event::Donate(d) => Some(d.after),
+            other => other.seqno(),
+        }
+    }
+
+    /// What an applier may take before the server's handshake is done: the view that starts
+    /// the handshake (later views wait in order: each would start a handshake of its own),
+    /// and what ends the connection.
+    fn before_handshake(&self) -> bool {
+        matches!(self, Event::View { first_in_connection: true, .. } | Event::NonPrimary { .. } | Event::Final { .. })
+    }
+}
+
+/// What an applier gets from `next_task`.
+#[derive(Debug)]
+pub enum Task {
+    Run(Event),
+    /// Leave `recv` with this status (the connection ended, or this node cannot go on).
+    Exit(Status),
+}
+
+/// What a donor needs, captured when the request was delivered.
+#[derive(Debug)]
+pub struct Donation {
+    pub request: Vec<u8>,
+    pub after: Seqno,
+    /// Where the joiner's data stands (undefined: not in this history).
+    pub position: Gtid,
+    pub joiner_has_state: bool,
+    pub ist_addr: String,
+    pub preload: Preload,
+    /// Failed seqnos after `position` up to `after`, if all verdicts there are known.
+    pub failed: Option<BTreeSet<Seqno>>,
+}
+
+/// One event of an incremental transfer, decoded.
+#[derive(Debug)]
+pub enum Transferred {
+    Writeset { seqno: Seqno, writeset: Box<Writeset>, failed: bool },
+    Skipped { seqno: Seqno },
+}
+
+/// What the joiner's handshake poll reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandshakeStep {
+    /// The connection ended meanwhile.
+    Ended,
+    /// No member could donate: ask again after a while.
+    NoDonor,
+    Received {
+        position: Gtid,
+        rcode: i32,
+    },
+}
+
+/// Whether an applier may run an event now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    Go,
+    /// Already part of the state this node holds.
+    Skip,
+    /// The connection ended or cannot go on.
+    Ended,
+}
+
+/// Which seqnos this member saw fail certification, from `known_from` on.
+#[derive(Debug)]
+pub struct Verdicts {
+    known_from: Seqno,
+    failed: BTreeSet<Seqno>,
+}
+
+impl Default for Verdicts {
+    fn default() -> Self {
+        Verdicts { known_from: Seqno::MAX, failed: BTreeSet::new() }
+    }
+}
+
+impl Verdicts {
+    /// Verdicts are known from `seqno` on (this member certifies from there with the group's state).
+    pub fn known_from(&mut self, seqno: Seqno, failed: impl IntoIterator<Item = Seqno>) {
+        self.known_from = seqno;
+        self.failed = failed.into_iter().filter(|s| *s >= seqno).collect();
+    }
+
+    pub fn record(&mut self, seqno: Seqno, failed: bool) {
+        if failed && seqno >= self.known_from {
+            self.failed.insert(seqno);
+        }
+    }
+
+    pub fn forget_before(&mut self, newest: Seqno) {
+        let floor = newest - VERDICT_HISTORY;
+        if self.known_from != Seqno::MAX && self.known_from < floor {
+            self.known_from = floor;
+            self.failed = self.failed.split_off(&floor);
+        }
+    }
+
+    /// The failed seqnos in `from..=to`, if every verdict there is known.
+    fn failed_in(&self, from: Seqno, to: Seqno) -> Option<BTreeSet<Seqno>> {
+        (from >= self.known_from).then(|| self.failed.range(from..=to).copied().collect())
+    }
+}
+
+/// Member UUIDs in views are derived from the group's stable member ids.
+pub fn member_uuid(id: MemberId) -> Uuid {
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&id.0.to_be_bytes());
+    bytes[8..].copy_from_slice(b"lockstep");
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    Uuid(bytes)
+}
+
+/// The view of the group as MariaDB sees it.
+pub fn primary_view(group: Uuid, seqno: Seqno, view: &lockstep_group::View, me: MemberId) -> View {
+    let members: Vec<Member> = view
+        .members
+        .iter()
+        .map(|m| Member { id: member_uuid(m.id), name: m.name.clone(), incoming: m.incoming_address.clone() })
+        .collect();
+    View {
+        state_id: Gtid::new(group, seqno),
+        conf_id: view.view_id as i64,
+        status: ViewStatus::Primary,
+        capabilities: CAPABILITIES,
+        my_index: view.members.iter().position(|m| m.id == me).map_or(-1, |i| i as i32),
+        members,
+        proto_ver: APPLICATION_PROTOCOL,
+    }
+}
+
+impl<W: Clone + PartialEq> Core<W> {
+    pub(super) fn push_event(&mut self, event: Event) {
+        self.events.push_back(event);
+        self.wake_one_applier();
+    }
+
+    pub(super) fn push_event_front(&mut self, event: Event) {
+        self.events.push_front(event);
+        self.wake_one_applier();
+    }
+
+    fn wake_one_applier(&mut self) {
+        if let Some(w) = self.idle_appliers.pop_front() {
+            self.effects.wake.push(w);
+        }
+    }
+
+    /// Events waiting for appliers.
+    pub fn queued_events(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn enter_recv(&mut self) -> Option<u64> {
+        let generation = self.connection.as_ref()?.generation;
+        self.receivers += 1;
+        Some(generation)
+    }
+
+    pub fn leave_recv(&mut self) {
+        self.receivers -= 1;
+    }
+
+    /// More than one applier is in `recv` (the last one never leaves on `exit_loop`).
+    pub fn other_receivers(&self) -> bool {
+        self.receivers > 1
+    }
+
+    /// The next event for an applier of connection `generation`, or `None` after registering
+    /// `waiter` as idle.
+    pub fn next_task(&mut self, generation: u64, waiter: &W) -> Option<Task> {
+        if !self.is_current(generation) {
+            return Some(Task::Exit(Status::Ok));
+        }
+        if self.failed || self.connection.as_ref().is_some_and(|c| c.catch_up == CatchUp::Failed) {
+            return Some(Task::Exit(Status::Fatal));
+        }
+        // Until the server is ready (its handshake not done) only the handshake's view and
+        // the end of the connection are taken: a writeset taken earlier would hold an
+        // applier waiting for a readiness that the view behind it brings.
+        let event = if self.phase.app_ready() {
+            self.events.pop_front()
+        } else {
+            self.events.iter().position(Event::before_handshake).and_then(|at| self.events.remove(at))
+        };
+        match event {
+            Some(event) => {
+                if self.events.len() < APPLY_QUEUE_LIMIT {
+                    self.release_held_delivery();
+                }
+                if !self.events.is_empty() {
+                    // Parallel applying: the next event may run beside this one.
+                    self.wake_one_applier();
+                }
+                Some(Task::Run(event))
+            }
+            None => {
+                if !self.idle_appliers.contains(waiter) {
+                    self.idle_appliers.push_back(waiter.clone());
+                }
+                None
+            }
+        }
+    }
+
+    /// Whether an event at `seqno` that needs everything up to `after` committed may run;
+    /// `None` after registering `waiter` with what it waits for.
+    pub fn turn(&mut self, generation: u64, after: Seqno, seqno: Seqno, waiter: &W) -> Option<Turn> {
+        if !self.is_current(generation) || self.failed {
+            return Some(Turn::Ended);
+        }
+        let c = self.connection.as_ref().expect("current");
+        if c.catch_up == CatchUp::Failed {
+            return Some(Turn::Ended);
+        }
+        let held = self.paused_at.is_some_and(|at| seqno > at);
+        if !(c.has_state && self.phase.app_ready() && c.catch_up.settled()) {
+            self.phase_waiters.push(waiter.clone());
+            return None;
+        }
+        if !self.committed.reached(after) {
+            self.committed.wait_for(after, waiter.clone());
+            return None;
+        }
+        if held {
+            self.unpause_waiters.push(waiter.clone());
+            return None;
+        }
+        Some(if self.committed.is_finished(seqno) { Turn::Skip } else { Turn::Go })
+    }
+
+    /// `seqno` needs nothing more here (a view delivered, a transferred configuration change).
+    pub fn finished(&mut self, seqno: Seqno) {
+        self.finish_both(seqno);
+    }
+
+    /// A remote writeset at `seqno` was applied (or rolled back). `Err`: applying failed
+    /// here, so this node's data may differ from the group's and it must leave.
+    pub fn remote_applied(&mut self, seqno: Seqno) -> Result<(), Seqno> {
+        self.finish_both(seqno);
+        match self.connection.as_ref().and_then(|c| c.apply_failed) {
+            Some(failed) => {
+                // Galera's answer without a vote: leave, and take a full transfer next time.
+                self.save_state(Gtid::UNDEFINED);
+                Err(failed)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The server has seen the view at `seqno`: its seqno is finished, and this member
+    /// announces itself synced once the announcement comes back through the order.
+    pub fn view_applied(&mut self, seqno: Seqno) {
+        self.finish_both(seqno);
+        self.effects.send.push(Control::Synced);
+    }
+
+    /// Our announcement came back and everything before it is applied: returns whether the
+    /// server must be told it is synced.
+    pub fn become_synced(&mut self) -> bool {
+        let primary = self.connection.as_ref().is_some_and(|c| c.component == super::phase::Component::Primary);
+        let joined = matches!(self.phase, Phase::Joined | Phase::Synced);
+        if !primary || !joined || self.desync_count > 0 {
+            return false;
+        }
+        if self.phase == Phase::Joined {
+            self.set_phase(Phase::Synced);
+        }
+        true
+    }
+
+    /// A view that came before the server's handshake goes back to its place in the order,
+    /// after the events that precede it (those before the received state, if any, are
+    /// finished already).
+    pub fn requeue_view(&mut self, view: View) {
+        let seqno = view.state_id.seqno;
+        let at = self.events.iter().position(|e| e.seqno().is_some_and(|s| s > seqno));
+        let event = Event::View { view, first_in_connection: false };
+        match at {
+            Some(i) => self.events.insert(i, event),
+            None => self.events.push_back(event),
+        }
+        self.wake_one_applier();
+    }
+
+    // ---- joiner: the server's handshake ------------------------------------------------
+
+    /// Starts (or repeats) our state request with id `request_id`; returns what it carries:
+    /// our position, whether we also hold the order from there, `ist.recv_addr`, donors.
+    pub fn begin_state_request(&mut self, generation: u64, request_id: u64) -> Option<(Gtid, bool, String, String)> {
+        if !self.is_current(generation) || !matches!(self.phase, Phase::Joining(_)) {
+            return None;
+        }
+        let has_state = self.has_state();
+        // Without the order from our position, our data may still be in this history: a
+        // donor that holds the gap sends it incrementally.
+        let in_history = self.position.uuid == self.group() && self.position.seqno >= 0;
+        let position = match (has_state, in_history) {
+            (true, _) => self.last_committed(),
+            (false, true) => self.position,
+            (false, false) => Gtid::UNDEFINED,
+        };
+        if self.phase != Phase::Joining(Handshake::Requested) {
+            self.set_phase(Phase::Joining(Handshake::Requested));
+        }
+        let c = self.connection.as_mut().expect("current");
+        c.request_id = request_id;
+        Some((position, has_state, c.ist_addr.clone(), c.donors.clone()))
+    }
+
+    /// How our request stands; `None` after registering `waiter`.
+    pub fn handshake_step(&mut self, generation: u64, waiter: &W) -> Option<HandshakeStep> {
+        if !self.is_current(generation) || self.failed {
+            return Some(HandshakeStep::Ended);
+        }
+        match self.phase {
+            Phase::Joining(Handshake::NoDonor) => Some(HandshakeStep::NoDonor),
+            Phase::Joining(Handshake::Received { position, rcode }) => {
+                Some(HandshakeStep::Received { position, rcode })
+            }
+            Phase::Joining(_) => {
+                self.phase_waiters.push(waiter.clone());
+                None
+            }
+            _ => Some(HandshakeStep::Ended),
+        }
+    }
+
+    /// The server's `sst_received`.
+    pub fn sst_received(&mut self, position: Gtid, rcode: i32) -> Status {
+        match self.phase {
+            Phase::Joining(h) => {
+                if h != Handshake::Requested {
+                    log::warn!("state transfer result {position} (rcode {rcode}) arrived before it was requested");
+                }
+                self.set_phase(Phase::Joining(Handshake::Received { position, rcode }));
+                Status::Ok
+            }
+            Phase::Closed => {
+                log::warn!("state transfer result {position} (rcode {rcode}) arrived while not connected");
+                Status::ConnFail
+            }
+            _ => {
+                log::warn!("state transfer result {position} (rcode {rcode}) arrived but none was requested");
+                Status::Ok
+            }
+        }
+    }
+
+    /// The server received the state it reports: this node continues from it. `Err` if
+    /// it cannot (the transfer failed or does not fit this node's history).
+    pub fn install_transfer(&mut self, generation: u64) -> Result<Gtid, Status> {
+        let Phase::Joining(Handshake::Received { position, rcode }) = self.phase else {
+            return Err(Status::ConnFail);
+        };
+        if !self.is_current(generation) {
+            return Err(Status::ConnFail);
+        }
+        let group = self.group();
+        if rcode < 0 || position.uuid != group || position.seqno < 0 {
+            log::error!(
+                "state transfer failed (rcode {rcode}, position {position}, group {group}): \
+                 this node cannot continue without the group's state"
+            );
+            return Err(Status::Fatal);
+        }
+        if self.has_state() {
+            // Only the handshake: the writesets after our position come in order. The server
+            // may report where it stopped: the seqnos we finished since then were views
+            // without us, which it never saw.
+            let ours = self.last_committed();
+            let stopped_at = self.position;
+            let known =
+                position.uuid == ours.uuid && (stopped_at.seqno.min(ours.seqno)..=ours.seqno).contains(&position.seqno);
+            if !known {
+                log::error!("state transfer reported {position}, but this node is at {ours}");
+                return Err(Status::Fatal);
+            }
+            self.set_phase(Phase::Joined);
+            log::info!("state confirmed at {position}; catching up with the group");
+            return Ok(position);
+        }
+        self.connection.as_mut().expect("current").has_state = true;
+        self.position = position;
+        self.restart_windows(position.seqno);
+        self.save_state(Gtid::new(position.uuid, SEQNO_UNDEFINED));
+        self.set_phase(Phase::Joined);
+        self.effects.send.push(Control::Synced);
+        log::info!("state transfer complete at {position}; catching up with the group");
+        Ok(position)
+    }
+
+    /// The server asked for no transfer (a running server reconnecting): our own state must
+    /// continue the group's.
+    pub fn continue_without_transfer(&mut self, generation: u64) -> Result<(), Status> {
+        if !self.is_current(generation) {
+            return Ok(());
+        }
+        let position = self.last_committed();
+        if !self.has_state() {
+            log::error!(
+                "this node needs a state transfer (its position {position} does not continue the group's \
+                 history) but the server requested none: restart it to receive a full transfer"
+            );
+            return Err(Status::Fatal);
+        }
+        self.set_phase(Phase::Joined);
+        if self.connection.as_ref().is_some_and(|c| c.catch_up == CatchUp::Waiting) {
+            self.set_catch_up(CatchUp::Done);
+        }
+        log::info!("no state transfer requested; continuing from {position} with the group's order");
+        Ok(())
+    }
+
+    // ---- joiner: the donor's stream ----------------------------------------------------
+
+    pub fn catch_up(&self, generation: u64) -> Option<CatchUp> {
+        self.connection.as_ref().filter(|c| c.generation == generation).map(|c| c.catch_up)
+    }
+
+    /// Where our request was ordered, once it was; `None` after registering `waiter`.
+    /// `Some(None)`: the connection ended or the stream is no longer awaited.
+    pub fn request_point(&mut self, generation: u64, waiter: &W) -> Option<Option<Seqno>> {
+        match self.catch_up(generation) {
+            Some(CatchUp::AtRequest(at)) => Some(Some(at)),
+            Some(CatchUp::Waiting) => {
+                self.phase_waiters.push(waiter.clone());
+                None
+            }
+            _ => Some(None),
+        }
+    }
+
+    /// The donor's stream is in: the gap's events (when it sent them) replace the ones we
+    /// certified ourselves, and its certification state replaces ours. Nothing changes on
+    /// an error.
+    pub fn install_stream(
+        &mut self,
+        generation: u64,
+        at: Seqno,
+        from: Option<Seqno>,
+        transferred: Vec<Transferred>,
+        preload: Preload,
+    ) -> Result<(), String> {
+        if self.catch_up(generation) != Some(CatchUp::AtRequest(at)) {
+            return Err(format!(
+                "the stream is for seqno {at}, but this node waits for {:?}",
+                self.catch_up(generation)
+            ));
+        }
+        let count = transferred.len();
+        let failed: Vec<Seqno> = transferred
+            .iter()
+            .filter_map(|t| match t {
+                Transferred::Writeset { seqno, failed: true, .. } => Some(*seqno),
+                _ => None,
+            })
+            .collect();
+        if from.is_some() {
+            self.merge_transferred(at, transferred);
+        }
+        self.ordering.verdicts.known_from(from.unwrap_or(at + 1), failed);
+        self.certification = preload.index;
+        self.certification.set_optimistic_pa(self.settings.optimistic_pa);
+        self.ordering.cuts = preload.cuts.into_iter().collect();
+        self.ordering.synced = preload.synced.into_iter().collect();
+        self.ordering.synced_unknown = false;
+        // Dependencies after `at` are computed from the donor's barrier, as everywhere.
+        self.ordering.barrier = preload.barrier;
+        self.ordering.index_from_group = true;
+        let digest = self.certification.digest();
+        self.observed(|| super::Observation::IndexInstalled { at, digest });
+        self.set_catch_up(CatchUp::Done);
+        self.release_held_delivery();
+        match from {
+            Some(from) => log::info!("incremental state transfer received: seqnos {from}..={at} ({count} events)"),
+            None => log::info!("certification state received at seqno {at}; the data comes by snapshot"),
+        }
+        Ok(())
+    }
+
+    /// The donor's stream failed: this node cannot continue.
+    pub fn fail_stream(&mut self, generation: u64, message: &str) {
+        if !self.is_current(generation) {
+            return;
+        }
+        log::error!("{message}: this node cannot continue without the group's state");
+        if self.connection.as_ref().is_some_and(|c| !c.catch_up.settled()) {
+            self.set_catch_up(CatchUp::Failed);
+        }
+        self.wake_everyone();
+    }
+
+    /// The gap's events from the donor replace the ones we certified ourselves, in seqno
+    /// order among the events still queued (views, donations).
+    fn merge_transferred(&mut self, at: Seqno, transferred: Vec<Transferred>) {
+        let joined_at = self.connection.as_ref().and_then(|c| c.joined_at).unwrap_or(Seqno::MAX);
+        let incoming = transferred.into_iter().filter_map(|t| match t {
+            Transferred::Writeset { seqno, writeset, failed } => {
+                Some(Event::Apply { seqno, writeset, depends_on: seqno - 1, failed })
+            }
+            // Our own views reach the application as views, in order.
+            Transferred::Skipped { seqno } if seqno >= joined_at => None,
+            Transferred::Skipped { seqno } => Some(Event::Skipped { seqno }),
+        });
+        let mut kept: VecDeque<Event> = std::mem::take(&mut self.events)
+            .into_iter()
+            .filter(|e| !matches!(e, Event::Apply { seqno, .. } if *seqno <= at))
+            .collect();
+        for event in incoming {
+            let seqno = event.seqno().expect("transferred events have seqnos");
+            while kept.front().is_some_and(|e| e.place().is_none_or(|s| s < seqno)) {
+                self.events.extend(kept.pop_front());
+            }
+            self.events.push_back(event);
+        }
+        self.events.extend(kept);
+    }
+
+    // ---- donor ---------------------------------------------------------------------------
+
+    /// The donor's half at delivery time: its ordering state at `after`.
+    pub(super) fn donation(
+        &self,
+        request: Vec<u8>,
+        after: Seqno,
+        position: Gtid,
+        joiner_has_state: bool,
+        ist_addr: String,
+    ) -> Donation {
+        let in_history = position.uuid == self.group() && position.seqno >= 0;
+        let failed = if in_history { self.ordering.verdicts.failed_in(position.seqno + 1, after) } else { None };
+        let preload = Preload {
+            index: self.certification.clone(),
+            cuts: self.ordering.cuts.iter().map(|(id, cut)| (*id, *cut)).collect(),
+            synced: self.ordering.synced.iter().copied().collect(),
+            barrier: self.ordering.barrier,
+        };
+        Donation { request, after, position, joiner_has_state, ist_addr, preload, failed }
+    }
+
+    /// The server starts donating: the node is desynced until `sst_sent`. Returns the
+    /// state id to donate.
+    pub fn donation_started(&mut self, donation: &Donation, bypass: bool) -> Gtid {
+        self.desync_count += 1;
+        if bypass {
+            donation.position
+        } else {
+            self.last_committed()
+        }
+    }
+
+    /// The donor's transfer ended (`sst_sent`).
+    pub fn donation_ended(&mut self) {
+        if self.desync_count > 0 {
+            self.desync_count -= 1;
+        }
+        if self.connection.is_some() {
+            self.effects.send.push(Control::Synced);
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! The connection's life (open, leave, close), causal reads, pause/resume (FTWRL, donors)
+//! and desync/resync.
+use super::apply::Event;
+use super::phase::{CatchUp, Component, Phase};
+use super::{BarrierWait, Connection, Core, APPLICATION_PROTOCOL, CAPABILITIES};
+use crate::application::{View, ViewStatus};
+use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
+use lockstep_group::MemberId;
+
+/// What `open` needs to know about the new connection.
+#[derive(Debug, Clone)]
+pub struct Opening {
+    pub me: MemberId,
+    pub member: Uuid,
+    /// `Some`: this connection starts a new cluster with this history.
+    pub bootstrap_history: Option<Uuid>,
+    pub ist_addr: String,
+    pub donors: String,
+}
+
+impl<W: Clone + PartialEq> Core<W> {
+    /// Whether `connect` may go on: not connected yet, and a bootstrap only from a node that
+    /// is safe to bootstrap from.
+    pub fn may_connect(&self, bootstrap: bool) -> Result<(), Status> {
+        if self.connection.is_some() || self.failed {
+            log::error!("connect called while already connected");
+            return Err(Status::NodeFail);
+        }
+        if bootstrap && !self.safe_to_bootstrap {
+            log::error!(
+                "It may not be safe to bootstrap the cluster from this node. It was not the last one to leave the \
+                 cluster and may not contain all the updates. To force cluster bootstrap with this node, edit the \
+                 grastate.dat file manually and set safe_to_bootstrap to 1 ."
+            );
+            return Err(Status::NodeFail);
+        }
+        Ok(())
+    }
+
+    /// The group member is running: the connection starts. Returns its generation.
+    pub fn open(&mut self, opening: Opening) -> u64 {
+        let bootstrap = opening.bootstrap_history.is_some();
+        if let Some(history) = opening.bootstrap_history {
+            // The new cluster's history starts from what this node holds.
+            self.position = Gtid::new(history, self.position.seqno.max(0));
+            self.safe_to_bootstrap = true;
+        }
+        self.generation += 1;
+        self.connection = Some(Connection {
+            generation: self.generation,
+            group: self.position.uuid,
+            member: opening.member,
+            me: opening.me,
+            view: lockstep_group::View::default(),
+            has_state: false,
+            bootstrapped: bootstrap,
+            apply_failed: None,
+            component: Component::Primary,
+            group_primary: false,
+            joined_at: None,
+            catch_up: if bootstrap { CatchUp::Done } else { CatchUp::Waiting },
+            request_id: 0,
+            ist_addr: opening.ist_addr,
+            donors: opening.donors,
+            leader: None,
+        });
+        self.set_phase(Phase::Opening);
+        self.events.clear();
+        self.deliveries_held = false;
+        self.held_delivery = None;
+        self.ordering.last_cut = None;
+        self.save_state(Gtid::new(self.position.uuid, SEQNO_UNDEFINED));
+        self.generation
+    }
+
+    /// `disconnect`: leaving starts; returns whether we are alone in the view (then the group
+    /// need not confirm). `None` if not connected or already leaving.
+    pub fn begin_leave(&mut self) -> Option<bool> {
+        if matches!(self.phase, Phase::Closed | Phase::Closing { .. }) {
+            return None;
+        }
+        let alone = self.connection.as_ref()?.view.members.len() <= 1;
+        log::info!("closing connection: last committed {}", self.last_committed());
+        let app_ready = self.phase.app_ready();
+        self.set_phase(Phase::Closing { app_ready });
+        Some(alone)
+    }
+
+    /// The group confirmed (or did not in time): the final view goes to an applier, after
+    /// which every `recv` returns.
+    pub fn push_final_view(&mut self) {
+        let view = View {
+            state_id: self.last_committed(),
+            conf_id: -1,
+            status: ViewStatus::NonPrimary,
+            capabilities: CAPABILITIES,
+            my_index: -1,
+            members: Vec::new(),
+            proto_ver: APPLICATION_PROTOCOL,
+        };
+        self.push_event(Event::Final { view });
+    }
+
+    /// Ends the connection: where the history stands is saved, every waiter is released.
+    /// Returns false if there was none.
+    pub fn close(&mut self, why: &str) -> bool {
+        let Some(c) = self.connection.take() else { return false };
+        let position = if c.has_state { Gtid::new(c.group, self.committed.last_contiguous()) } else { self.position };
+        self.position = position;
+        self.desync_count = 0;
+        self.set_phase(Phase::Closed);
+        self.fail_in_flight(Status::ConnFail);
+        self.save_state(position);
+        self.wake_everyone();
+        log::info!("{why}; saved state {position}, safe_to_bootstrap: {}", u8::from(self.safe_to_bootstrap));
+        true
+    }
+
+    // ---- causal reads --------------------------------------------------------------------
+
+    /// Starts a causal read: the id of the barrier to order (its delivery position is the
+    /// causal point), or `None` if this node cannot replicate.
+    pub fn barrier_start(&mut self) -> Option<u64> {
+        if !self.can_replicate() {
+            return None;
+        }
+        let id = self.next_local_id;
+        self.next_local_id += 1;
+        self.ordering.barriers.insert(id, BarrierWait { at: None, failed: false, waiter: None });
+        Some(id)
+    }
+
+    /// The causal point of barrier `id`, once it is ordered (`Err` if it will not be);
+    /// `None` after registering `waiter`.
+    pub fn barrier_point(&mut self, id: u64, waiter: &W) -> Option<Result<Seqno, ()>> {
+        let barrier = self.ordering.barriers.get_mut(&id)?;
+        let outcome = match (barrier.at, barrier.failed) {
+            (Some(at), _) => Ok(at),
+            (None, true) => Err(()),
+            (None, false) => {
+                barrier.waiter = Some(waiter.clone());
+                return None;
+            }
+        };
+        self.ordering.barriers.remove(&id);
+        if outcome.is_ok() {
+            self.counters.causal_reads += 1;
+        }
+        Some(outcome)
+    }
+
+    pub fn forget_barrier(&mut self, id: u64) {
+        self.ordering.barriers.remove(&id);
+    }
+
+    pub(super) fn barrier_ordered(&mut self, id: u64, after: Seqno) {
+        let Some(barrier) = self.ordering.barriers.get_mut(&id) else { return };
+        barrier.at = Some(after);
+        let Some(waiter) = barrier.waiter.take() else { return };
+        // One wake: straight to the monitor if the reader must wait for commits anyway.
+        if self.committed.reached(after) {
+            self.effects.wake.push(waiter);
+        } else {
+            self.committed.wait_for(after, waiter);
+        }
+    }
+
+    /// Whether everything up to `seqno` has committed here; if not, `waiter` is woken when it has.
+    pub fn committed_up_to(&mut self, seqno: Seqno, waiter: &W) -> bool {
+        if self.committed.reached(seqno) || self.failed {
+            return true;
+        }
+        self.committed.wait_for(seqno, waiter.clone());
+        false
+    }
+
+    /// A wait that timed out: its waiter leaves every list it may be in.
+    pub fn abandon_wait(&mut self, waiter: &W) {
+        self.committed.forget(waiter);
+        self.commit_order.forget(waiter);
+        self.unpause_waiters.retain(|w| w != waiter);
+        self.phase_waiters.retain(|w| w != waiter);
+        self.idle_appliers.retain(|w| w != waiter);
+    }
+
+    // ---- pause, desync -------------------------------------------------------------------
+
+    /// Stops ordering new writesets; returns the seqno to drain up to, or `None` if already
+    /// paused.
+    pub fn pause_start(&mut self) -> Option<Seqno> {
+        if self.paused_at.is_some() {
+            log::error!("pause requested while already paused");
+            return None;
+        }
+        // Local writesets still being ordered are not waited for: they wait for `resume`
+        // in commit order, which pausing blocks.
+        let target = self.ordering.delivered;
+        self.paused_at = Some(target);
+        Some(target)
+    }
+
+    /// Once everything up to the pause's target committed: paused at that point, saved.
+    pub fn pause_drained(&mut self) -> Seqno {
+        let at = self.committed.last_contiguous();
+        self.paused_at = Some(at);
+        let group = self.group();
+        self.save_state(Gtid::new(group, at));
+        log::info!("provider paused at {group}:{at}");
+        at
+    }
+
+    /// The pause could not drain in time: writes go on.
+    pub fn pause_abandoned(&mut self) {
+        self.paused_at = None;
+        self.effects.wake.append(&mut self.unpause_waiters);
+    }
+
+    pub fn resume(&mut self) -> Status {
+        if self.paused_at.take().is_none() {
+            return Status::Ok;
+        }
+        let running = Gtid::new(self.group(), SEQNO_UNDEFINED);
+        self.save_state(running);
+        self.effects.wake.append(&mut self.unpause_waiters);
+        log::info!("provider resumed");
+        Status::Ok
+    }
+
+    pub fn desync(&mut self) -> Status {
+        if self.connection.is_none() || matches!(self.phase, Phase::Closing { .. }) {
+            return Status::ConnFail;
+        }
+        self.desync_count += 1;
+        log::info!("desynced from the group (desync count {})", self.desync_count);
+        Status::Ok
+    }
+
+    pub fn resync(&mut self) -> Status {
+        if self.desync_count == 0 {
+            log::warn!("resync requested but the node is not desynced");
+            return Status::Ok;
+        }
+        self.desync_count -= 1;
+        if self.desync_count == 0 && self.phase == Phase::Joined {
+            // With one member there is nothing to catch up on.
+            self.set_phase(Phase::Synced);
+        }
+        log::info!("resynced (desync count {})", self.desync_count);
+        Status::Ok
+    }
+}

@@ -1,0 +1,493 @@
+//! The provider's logic as one deterministic state machine with no I/O: no threads, clocks,
+//! sockets or files. It is fed the group's deliveries, the server's calls, the appliers'
+//! completions and ticks, and answers with values and [`Effects`]: waiters to wake, control
+//! messages to order, the saved state to write, deliveries to resume. The runtime
+//! (`crate::provider`) drives it from real threads; the simulator (`crate::sim`) drives many
+//! of them over the simulated group from one seed.
+//!
+//! Blocking calls are polls: a call that cannot finish yet registers its waiter `W` with
+//! exactly the condition that lets it go on (its own verdict, a seqno in a monitor, the end
+//! of a pause, a task for an idle applier) and returns `None`; the change that meets the
+//! condition puts that waiter, and only it, into `Effects::wake`. See
+//! docs/design/provider-core.md.
+mod apply;
+mod control;
+mod monitor;
+mod ordering;
+pub mod phase;
+mod stats;
+mod trx;
+
+pub use apply::{member_uuid, Donation, Event, HandshakeStep, Task, Transferred, Turn};
+pub use control::Opening;
+pub use ordering::Payload;
+pub use stats::{StatValue, StatVar, StatsSnapshot};
+pub use trx::{CertifyStart, ReplayPlan, Statement, REMOTE_HANDLE};
+
+use crate::application::View;
+use crate::certification::{CertificationIndex, Verdict};
+use crate::grastate::SavedState;
+use crate::types::{capabilities, Gtid, Seqno, Status, Uuid};
+use crate::writeset::Control;
+use lockstep_group::MemberId;
+use monitor::Monitor;
+use phase::{CatchUp, Component, Phase};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+/// Capabilities of this provider (wsrep v26 bits), carried by every view.
+pub const CAPABILITIES: u32 = capabilities::MULTI_MASTER
+    | capabilities::CERTIFICATION
+    | capabilities::PARALLEL_APPLYING
+    | capabilities::TRX_REPLAY
+    | capabilities::ISOLATION
+    | capabilities::PAUSE
+    | capabilities::CAUSAL_READS;
+
+/// Application protocol MariaDB 10.11 speaks; views must carry it.
+pub const APPLICATION_PROTOCOL: i32 = 4;
+
+/// Events waiting for appliers before deliveries stop being taken from the group (which then
+/// holds them: its queue is what flow control sees).
+pub const APPLY_QUEUE_LIMIT: usize = 16384;
+
+/// What the core needs of the provider options, typed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `cert.optimistic_pa`.
+    pub optimistic_pa: bool,
+    /// `cert.log_conflicts`.
+    pub log_conflicts: bool,
+    /// `repl.max_ws_size`, capped by what the group can carry.
+    pub max_writeset_bytes: u64,
+}
+
+/// Galera's rule (wsrep-behaviour.md §1.2 step 5): the saved seqno after a clean stop, the
+/// recovered one after a crash when it belongs to the same history, otherwise nothing.
+pub fn starting_position(saved: Option<SavedState>, start_position: Gtid) -> Gtid {
+    match saved {
+        Some(s) if s.position.seqno >= 0 => s.position,
+        Some(s) if !s.position.uuid.is_nil() && s.position.uuid == start_position.uuid => start_position,
+        _ => Gtid::UNDEFINED,
+    }
+}
+
+/// What the runtime must do after a call, once the core's lock is released.
+#[derive(Debug)]
+pub struct Effects<W> {
+    /// Waiters whose condition may now hold.
+    pub wake: Vec<W>,
+    /// Control messages to order (fire and forget: a lost one only delays what it drives).
+    pub send: Vec<Control>,
+    /// The saved state (`grastate.dat`) to write, with its version: writes may race, the
+    /// newest version wins.
+    pub save: Option<(u64, SavedState)>,
+    /// The apply queue has room again: the group may hand over what it held back.
+    pub resume_deliveries: bool,
+}
+
+impl<W> Default for Effects<W> {
+    fn default() -> Self {
+        Effects { wake: Vec::new(), send: Vec::new(), save: None, resume_deliveries: false }
+    }
+}
+
+impl<W> Effects<W> {
+    pub fn is_empty(&self) -> bool {
+        self.wake.is_empty() && self.send.is_empty() && self.save.is_none() && !self.resume_deliveries
+    }
+}
+
+/// One connection to the group, from `connect` to the final view.
+#[derive(Debug)]
+pub struct Connection {
+    pub generation: u64,
+    pub group: Uuid,
+    pub member: Uuid,
+    pub me: MemberId,
+    /// The current primary view as the group delivered it (empty before the first).
+    pub view: lockstep_group::View,
+    /// Holds the group's state up to `committed` (else it waits for a state transfer).
+    pub has_state: bool,
+    /// This connection started a new cluster (MariaDB then expects no state transfer).
+    pub bootstrapped: bool,
+    /// An applied writeset failed on this node: its data may differ from the group's.
+    pub apply_failed: Option<Seqno>,
+    pub component: Component,
+    /// The group's primary-component status when last reported.
+    pub group_primary: bool,
+    /// Seqno of our first view in this connection: the server sees every view from there.
+    pub joined_at: Option<Seqno>,
+    pub catch_up: CatchUp,
+    /// Id of our latest state request (0: none sent).
+    pub request_id: u64,
+    /// Where donors send us the incremental transfer (`ist.recv_addr`).
+    pub ist_addr: String,
+    /// `wsrep_sst_donor`.
+    pub donors: String,
+    /// The member that orders writesets now, as the group last reported.
+    pub leader: Option<MemberId>,
+}
+
+/// What only the delivery path touches besides the monitors and the index.
+#[derive(Debug)]
+struct Ordering<W> {
+    /// Highest seqno delivered (and certified) so far.
+    delivered: Seqno,
+    /// Views, isolated and PA-unsafe writesets: nothing after them applies before them.
+    barrier: Seqno,
+    /// Our writesets between submission and their place in the order, by local id.
+    in_flight: BTreeMap<u64, InFlight<W>>,
+    /// Our causal barriers, by id.
+    barriers: HashMap<u64, BarrierWait<W>>,
+    /// Each member's latest commit cut; certification history below their minimum is purged.
+    cuts: HashMap<MemberId, Seqno>,
+    /// Members announced synced (donor candidates).
+    synced: BTreeSet<MemberId>,
+    /// Until the first view: announcements made before our first delivery are unknown.
+    synced_unknown: bool,
+    /// Which seqnos failed certification, for the incremental transfers we donate.
+    verdicts: apply::Verdicts,
+    /// Our last commit cut sent, and when (in ticks' milliseconds).
+    last_cut: Option<(Seqno, u64)>,
+    /// The index holds the group's certification state (see `Observation::Certified`).
+    index_from_group: bool,
+}
+
+impl<W> Default for Ordering<W> {
+    fn default() -> Self {
+        Ordering {
+            delivered: 0,
+            barrier: 0,
+            in_flight: BTreeMap::new(),
+            barriers: HashMap::new(),
+            cuts: HashMap::new(),
+            synced: BTreeSet::new(),
+            synced_unknown: false,
+            verdicts: apply::Verdicts::default(),
+            last_cut: None,
+            index_from_group: false,
+        }
+    }
+}
+
+/// A writeset of ours on its way through the order.
+#[derive(Debug)]
+struct InFlight<W> {
+    /// The origin's `last_seen` (it bounds our commit cut).
+    last_seen: Seqno,
+    /// The local transaction it belongs to (none for an isolated statement).
+    trx: Option<u64>,
+    outcome: Option<Result<(Seqno, Verdict), Status>>,
+    /// The thread waiting for the outcome.
+    waiter: Option<W>,
+}
+
+/// A causal read's barrier on its way through the order.
+#[derive(Debug)]
+struct BarrierWait<W> {
+    /// The seqno it was ordered after: the causal point.
+    at: Option<Seqno>,
+    /// It will not be ordered (the group refused it, or the connection ended).
+    failed: bool,
+    waiter: Option<W>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TrxState {
+    /// Collecting keys and data.
+    Executing,
+    /// BF-aborted before it was ordered: certify must refuse it.
+    Aborted,
+    Certified,
+    CertFailed,
+    /// Sent to the group, waiting for its place in the order.
+    Ordering,
+    /// Ordered, then BF-aborted: must replay.
+    MustReplay,
+    Replaying,
+    Committing,
+}
+
+#[derive(Debug)]
+struct LocalTrx {
+    trx_id: u64,
+    keys: Vec<crate::certification::Key>,
+    /// The writeset's data: collected while executing, given to the writeset when certified,
+    /// taken back from the delivered writeset (for a replay).
+    data: Vec<u8>,
+    state: TrxState,
+    flags: u32,
+    seqno: Seqno,
+    depends_on: Seqno,
+    conn_id: u64,
+    left_commit_order: bool,
+    /// BF-aborted while being ordered: replay if it certifies.
+    must_abort: bool,
+    /// Its writeset's origin-local id once sent (0 before).
+    local_id: u64,
+}
+
+#[derive(Default, Debug, Clone)]
+pub struct Counters {
+    pub replicated: i64,
+    pub replicated_bytes: i64,
+    pub repl_keys: i64,
+    pub repl_keys_bytes: i64,
+    pub repl_data_bytes: i64,
+    pub received: i64,
+    pub received_bytes: i64,
+    pub local_commits: i64,
+    pub local_cert_failures: i64,
+    pub local_replays: i64,
+    pub causal_reads: i64,
+    pub certified: i64,
+    pub deps_distance_sum: i64,
+    pub interval_sum: i64,
+}
+
+/// The node's whole provider state. `W` identifies a waiting thread (a real thread in the
+/// runtime, a simulated one in the simulator).
+#[derive(Debug)]
+pub struct Core<W> {
+    settings: Settings,
+    safe_to_bootstrap: bool,
+    /// Where our history stands when not connected (start position, then the close point).
+    position: Gtid,
+    phase: Phase,
+    connection: Option<Connection>,
+    generation: u64,
+    desync_count: i64,
+    paused_at: Option<Seqno>,
+    ordering: Ordering<W>,
+    next_local_id: u64,
+    /// Seqnos that have left commit order (the commit monitor).
+    commit_order: Monitor<W>,
+    /// Seqnos fully committed or cancelled (the apply monitor): `last_committed`.
+    committed: Monitor<W>,
+    certification: CertificationIndex,
+    events: VecDeque<Event>,
+    /// Appliers waiting for an event, longest first.
+    idle_appliers: VecDeque<W>,
+    /// The group was told to hold deliveries: resume them when there is room.
+    deliveries_held: bool,
+    /// A delivery that arrived when there was no room, taken first when there is.
+    held_delivery: Option<(Seqno, Payload, Uuid)>,
+    /// Threads inside `recv`: the last one never leaves on `exit_loop`.
+    receivers: usize,
+    next_handle: u64,
+    trxs: HashMap<u64, LocalTrx>,
+    handle_of_trx: HashMap<u64, u64>,
+    /// Waiters blocked by a BF-abortable wait, by transaction token.
+    trx_waiters: HashMap<u64, W>,
+    /// Waiters for the end of a pause (writers, commit order, appliers past the pause).
+    unpause_waiters: Vec<W>,
+    /// Waiters for a change of phase, handshake or catch-up (joining, rare).
+    phase_waiters: Vec<W>,
+    isolation_by_conn: HashMap<u64, Seqno>,
+    counters: Counters,
+    effects: Effects<W>,
+    save_version: u64,
+    /// The node stopped serving (a panic or a fatal error): every call fails.
+    failed: bool,
+    /// What the simulator watches (off in the runtime).
+    observations: Option<Vec<Observation>>,
+}
+
+/// What the core reports to a watcher (the simulator's invariant checkers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observation {
+    /// A writeset was certified here. `with_group_state`: this node certifies from the
+    /// group's state (bootstrapped, or installed from a donor), not from a fresh index.
+    Certified { seqno: Seqno, verdict: Verdict, with_group_state: bool },
+    /// A donor's certification state was installed for the order after `at`.
+    IndexInstalled { at: Seqno, digest: u64 },
+}
+
+impl<W: Clone + PartialEq> Core<W> {
+    pub fn new(settings: Settings, position: Gtid, safe_to_bootstrap: bool) -> Self {
+        let start = position.seqno.max(0);
+        let mut certification = CertificationIndex::new(start);
+        certification.set_optimistic_pa(settings.optimistic_pa);
+        Core {
+            settings,
+            safe_to_bootstrap,
+            position,
+            phase: Phase::Closed,
+            connection: None,
+            generation: 0,
+            desync_count: 0,
+            paused_at: None,
+            ordering: Ordering { delivered: start, barrier: start, ..Ordering::default() },
+            next_local_id: 1,
+            commit_order: Monitor::starting_at(start),
+            committed: Monitor::starting_at(start),
+            certification,
+            events: VecDeque::new(),
+            idle_appliers: VecDeque::new(),
+            deliveries_held: false,
+            held_delivery: None,
+            receivers: 0,
+            next_handle: 1,
+            trxs: HashMap::new(),
+            handle_of_trx: HashMap::new(),
+            trx_waiters: HashMap::new(),
+            unpause_waiters: Vec::new(),
+            phase_waiters: Vec::new(),
+            isolation_by_conn: HashMap::new(),
+            counters: Counters::default(),
+            effects: Effects::default(),
+            save_version: 0,
+            failed: false,
+            observations: None,
+        }
+    }
+
+    /// Starts keeping [`Observation`]s for `take_observations`.
+    pub fn observe(&mut self) {
+        self.observations = Some(Vec::new());
+    }
+
+    pub fn take_observations(&mut self) -> Vec<Observation> {
+        self.observations.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    fn observed(&mut self, observation: impl FnOnce() -> Observation) {
+        if let Some(list) = self.observations.as_mut() {
+            list.push(observation());
+        }
+    }
+
+    pub fn configure(&mut self, settings: Settings) {
+        self.settings = settings;
+        self.certification.set_optimistic_pa(settings.optimistic_pa);
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    /// What the runtime must do now that this call returned.
+    pub fn take_effects(&mut self) -> Effects<W> {
+        std::mem::take(&mut self.effects)
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn connection(&self) -> Option<&Connection> {
+        self.connection.as_ref()
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn is_current(&self, generation: u64) -> bool {
+        self.connection.as_ref().is_some_and(|c| c.generation == generation)
+    }
+
+    pub fn position(&self) -> Gtid {
+        self.position
+    }
+
+    pub fn safe_to_bootstrap(&self) -> bool {
+        self.safe_to_bootstrap
+    }
+
+    pub fn group(&self) -> Uuid {
+        self.connection.as_ref().map_or(self.position.uuid, |c| c.group)
+    }
+
+    pub fn last_committed(&self) -> Gtid {
+        Gtid::new(self.group(), self.committed.last_contiguous())
+    }
+
+    pub fn member(&self) -> Uuid {
+        self.connection.as_ref().map_or(Uuid::NIL, |c| c.member)
+    }
+
+    fn me(&self) -> MemberId {
+        self.connection.as_ref().map_or(MemberId(0), |c| c.me)
+    }
+
+    pub fn has_state(&self) -> bool {
+        self.connection.as_ref().is_some_and(|c| c.has_state)
+    }
+
+    /// In a primary component, holding the group's state, and not leaving.
+    pub fn can_replicate(&self) -> bool {
+        !self.failed
+            && matches!(self.phase, Phase::Joined | Phase::Synced)
+            && self.connection.as_ref().is_some_and(|c| c.component == Component::Primary && c.has_state)
+    }
+
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// The node stops serving: every waiter is woken to find out, and every later call fails.
+    pub fn fail(&mut self, why: &str) {
+        if !self.failed {
+            log::error!("{why}: this node stops replicating; restart it to rejoin the cluster");
+        }
+        self.failed = true;
+        self.wake_everyone();
+    }
+
+    fn wake_everyone(&mut self) {
+        let wake = &mut self.effects.wake;
+        self.commit_order.wake_all(wake);
+        self.committed.wake_all(wake);
+        wake.extend(self.idle_appliers.drain(..));
+        wake.extend(self.trx_waiters.drain().map(|(_, w)| w));
+        wake.append(&mut self.unpause_waiters);
+        wake.append(&mut self.phase_waiters);
+    }
+
+    fn set_phase(&mut self, next: Phase) {
+        self.phase.to(next);
+        self.effects.wake.append(&mut self.phase_waiters);
+    }
+
+    fn set_catch_up(&mut self, next: CatchUp) {
+        if let Some(c) = self.connection.as_mut() {
+            c.catch_up.to(next);
+        }
+        self.effects.wake.append(&mut self.phase_waiters);
+        // Appliers hold back while the donor's stream may still replace what they would apply.
+        self.effects.wake.extend(self.idle_appliers.drain(..));
+    }
+
+    /// Both monitors start over with everything up to `seqno` finished.
+    fn restart_windows(&mut self, seqno: Seqno) {
+        self.committed.restart_at(seqno, &mut self.effects.wake);
+        self.commit_order.restart_at(seqno, &mut self.effects.wake);
+    }
+
+    fn save_state(&mut self, position: Gtid) {
+        self.save_version += 1;
+        let state = SavedState { position, safe_to_bootstrap: self.safe_to_bootstrap };
+        self.effects.save = Some((self.save_version, state));
+    }
+
+    /// Finishes `seqno` in both monitors (it needs no commit of its own here).
+    fn finish_both(&mut self, seqno: Seqno) {
+        self.commit_order.finish(seqno, &mut self.effects.wake);
+        self.committed.finish(seqno, &mut self.effects.wake);
+    }
+
+    /// The view of the group as MariaDB sees it.
+    pub fn primary_view(&self, group: Uuid, seqno: Seqno, view: &lockstep_group::View, me: MemberId) -> View {
+        apply::primary_view(group, seqno, view, me)
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The certification index (a joiner's must equal its donor's: the simulator checks it).
+    pub fn certification(&self) -> &CertificationIndex {
+        &self.certification
+    }
+}

@@ -1,0 +1,432 @@
+//! The total order as it reaches this node: certification in delivery order, on every member
+//! alike (Galera's local monitor); views; control messages. What needs the server becomes an
+//! [`Event`] in the apply queue; what one of our own client threads waits for (its verdict,
+//! its barrier) goes straight to that thread.
+use super::apply::{primary_view, Event};
+use super::phase::{CatchUp, Component, Phase};
+use super::{Core, InFlight};
+use crate::application::{Member, View, ViewStatus};
+use crate::certification::{Candidate, CertificationIndex, Verdict};
+use crate::state_transfer::choose_donor;
+use crate::types::{flags, Gtid, Seqno, Status, Uuid};
+use crate::writeset::{Control, Writeset};
+use lockstep_group::{Delivered, DeliveredKind, MemberId, SubmitError};
+
+/// A member reports its commit cut when it moved this far, or after `CUT_INTERVAL_MS`.
+const CUT_STEP: Seqno = 256;
+const CUT_INTERVAL_MS: u64 = 1000;
+
+/// A delivery, decoded before the core's lock is taken.
+#[derive(Debug)]
+pub enum Payload {
+    Writeset(Box<Writeset>),
+    Control {
+        origin: MemberId,
+        control: Control,
+    },
+    View(lockstep_group::View),
+    /// The group no longer holds seqnos up to this delivery's.
+    Gap,
+    /// Ordered everywhere alike, so skipped everywhere alike.
+    Undecodable {
+        origin: MemberId,
+        error: String,
+        numbered: bool,
+    },
+}
+
+impl Payload {
+    /// Decodes one delivery (no lock needed: this is the copying part).
+    pub fn decode(d: Delivered) -> (Seqno, Payload) {
+        let seqno = d.seqno as Seqno;
+        let payload = match d.kind {
+            DeliveredKind::Writeset { origin, .. } => match Writeset::decode(&d.bytes) {
+                Ok(ws) => Payload::Writeset(Box::new(ws)),
+                Err(e) => Payload::Undecodable { origin, error: e.0.to_string(), numbered: true },
+            },
+            DeliveredKind::Message { origin, .. } => match Control::decode(&d.bytes) {
+                Ok(control) => Payload::Control { origin, control },
+                Err(e) => Payload::Undecodable { origin, error: e.0.to_string(), numbered: false },
+            },
+            DeliveredKind::View(view) => Payload::View(view),
+            DeliveredKind::StateGap => Payload::Gap,
+        };
+        (seqno, payload)
+    }
+}
+
+impl<W: Clone + PartialEq> Core<W> {
+    /// Takes one delivery of connection `generation`. Returns whether the node can take the
+    /// next one now: if not (the apply queue is full, or delivery stops at our own state
+    /// request), the group holds what follows until `Effects::resume_deliveries`. A delivery
+    /// that arrives while the node cannot take it waits in the core.
+    pub fn on_delivered(&mut self, generation: u64, seqno: Seqno, payload: Payload, history: Uuid) -> bool {
+        if !self.is_current(generation) || self.failed {
+            // Nobody will take it: the connection is ending.
+            return true;
+        }
+        if self.held_delivery.is_some() || !self.may_take_deliveries() {
+            assert!(self.held_delivery.is_none(), "the group hands over nothing more once told to hold");
+            self.held_delivery = Some((seqno, payload, history));
+            self.deliveries_held = true;
+            return false;
+        }
+        self.take_delivery(seqno, payload, history);
+        let more = self.may_take_deliveries();
+        self.deliveries_held |= !more;
+        more
+    }
+
+    /// Whether the group may hand over deliveries (the driver asks after each round).
+    pub fn accepting_deliveries(&self) -> bool {
+        !self.deliveries_held
+    }
+
+    /// Room again (an applier took an event, the donor's stream is in): the delivery that
+    /// waited in the core goes in, and the group is told to go on.
+    pub(super) fn release_held_delivery(&mut self) {
+        if !self.deliveries_held || !self.may_take_deliveries() {
+            return;
+        }
+        if let Some((seqno, payload, history)) = self.held_delivery.take() {
+            self.take_delivery(seqno, payload, history);
+        }
+        if self.may_take_deliveries() {
+            self.deliveries_held = false;
+            self.effects.resume_deliveries = true;
+        }
+    }
+
+    fn take_delivery(&mut self, seqno: Seqno, payload: Payload, history: Uuid) {
+        self.learn_history(seqno, matches!(payload, Payload::Gap), history);
+        match payload {
+            Payload::Writeset(ws) => self.on_writeset(seqno, *ws),
+            Payload::View(view) => self.on_view(seqno, view),
+            Payload::Control { origin, control } => self.on_control(seqno, origin, control),
+            Payload::Gap => {
+                log::info!("the group no longer holds seqnos up to {seqno}");
+                self.ordering.delivered = self.ordering.delivered.max(seqno);
+            }
+            Payload::Undecodable { origin, error, numbered } => {
+                log::error!("skipping an undecodable delivery from {origin} at seqno {seqno}: {error}");
+                if numbered {
+                    self.finish_unused(seqno);
+                }
+            }
+        }
+    }
+
+    fn may_take_deliveries(&self) -> bool {
+        let Some(c) = self.connection.as_ref() else { return false };
+        // At our own state request, what follows is certified with the donor's state.
+        if matches!(c.catch_up, CatchUp::AtRequest(_)) {
+            return false;
+        }
+        // A joiner reads on until the view that makes it ready, however far behind.
+        self.events.len() < super::APPLY_QUEUE_LIMIT || !self.phase.app_ready()
+    }
+
+    /// The group's primary-component status after a round of its driver, at `now_ms` (any
+    /// monotonic clock): reports a loss, and sends our commit cut when due.
+    pub fn on_group_status(&mut self, generation: u64, primary: bool, leader: Option<MemberId>, now_ms: u64) {
+        if !self.is_current(generation) || self.failed {
+            return;
+        }
+        if let Some(c) = self.connection.as_mut() {
+            c.leader = leader;
+        }
+        self.track_primary(primary);
+        if let Some(cut) = self.commit_cut_due(now_ms) {
+            self.effects.send.push(Control::CommitCut { seqno: cut });
+        }
+    }
+
+    /// A submission of ours (writeset or message, by its local id) will not be ordered.
+    pub fn on_submit_failed(&mut self, generation: u64, local_id: u64, error: SubmitError) {
+        if !self.is_current(generation) {
+            return;
+        }
+        let status = match error {
+            SubmitError::TooLarge => Status::SizeExceeded,
+            _ => Status::ConnFail,
+        };
+        if let Some(flight) = self.ordering.in_flight.get_mut(&local_id).filter(|f| f.outcome.is_none()) {
+            log::warn!("a writeset of this node was not replicated: {error}");
+            flight.outcome = Some(Err(status));
+            self.wake_in_flight(local_id);
+        }
+        if let Some(barrier) = self.ordering.barriers.get_mut(&local_id).filter(|b| b.at.is_none()) {
+            barrier.failed = true;
+            self.effects.wake.extend(barrier.waiter.take());
+        }
+    }
+
+    /// The first delivery tells which history the group is in and whether what we hold
+    /// continues it; if not, we need a state transfer.
+    fn learn_history(&mut self, seqno: Seqno, gap: bool, history: Uuid) {
+        if self.phase != Phase::Opening {
+            return;
+        }
+        let position = self.position;
+        let c = self.connection.as_mut().expect("connected while opening");
+        c.group = history;
+        let first = seqno - if gap { 0 } else { 1 };
+        c.has_state = position.uuid == history && position.seqno >= first;
+        let (has_state, bootstrapped) = (c.has_state, c.bootstrapped);
+        let start = if has_state { position.seqno } else { first };
+        log::info!(
+            "group history {history}, first delivery at seqno {seqno}; local position {position}: {}",
+            if has_state { "continuing from it" } else { "state transfer needed" }
+        );
+        let mut index = CertificationIndex::new(first);
+        index.set_optimistic_pa(self.settings.optimistic_pa);
+        self.certification = index;
+        // A joiner knows the group's verdicts and donors only from its donor.
+        if bootstrapped {
+            self.ordering.verdicts.known_from(first + 1, []);
+        }
+        self.ordering.synced_unknown = !bootstrapped;
+        self.ordering.index_from_group = bootstrapped;
+        self.ordering.delivered = first;
+        self.ordering.barrier = first;
+        self.restart_windows(start);
+        self.set_phase(if bootstrapped { Phase::Joined } else { Phase::Joining(super::phase::Handshake::Pending) });
+    }
+
+    /// A seqno that needs no applier (already in our state, or a view we were not in).
+    fn finish_unused(&mut self, seqno: Seqno) {
+        self.ordering.delivered = seqno;
+        if self.has_state() {
+            self.finish_both(seqno);
+        }
+    }
+
+    fn on_writeset(&mut self, seqno: Seqno, mut ws: Writeset) {
+        let candidate = Candidate {
+            seqno,
+            last_seen: ws.last_seen,
+            source: ws.source.node,
+            keys: &ws.keys,
+            isolation: ws.flags & flags::ISOLATION != 0,
+            pa_unsafe: ws.flags & flags::PA_UNSAFE != 0,
+            implicit_deps: ws.flags & flags::IMPLICIT_DEPS != 0,
+        };
+        let verdict = match self.certification.certify(&candidate) {
+            Verdict::Pass { depends_on } => Verdict::Pass { depends_on: depends_on.max(self.ordering.barrier) },
+            Verdict::Fail => Verdict::Fail,
+        };
+        let with_group_state = self.ordering.index_from_group;
+        self.observed(|| super::Observation::Certified { seqno, verdict, with_group_state });
+        self.ordering.delivered = seqno;
+        self.ordering.verdicts.record(seqno, verdict == Verdict::Fail);
+        if candidate.isolation || candidate.pa_unsafe {
+            self.ordering.barrier = seqno;
+        }
+        let bytes = ws.byte_len() as i64;
+        let c = &mut self.counters;
+        c.received += 1;
+        c.received_bytes += bytes;
+        if let Verdict::Pass { depends_on } = verdict {
+            c.certified += 1;
+            c.deps_distance_sum += seqno - depends_on;
+            c.interval_sum += seqno - ws.last_seen - 1;
+        }
+        let local_id = ws.local_id;
+        let waiting = ws.source.node == self.member()
+            && self.ordering.in_flight.get(&local_id).is_some_and(|f: &InFlight<W>| f.outcome.is_none());
+        if waiting {
+            let flight = self.ordering.in_flight.get_mut(&local_id).expect("checked above");
+            flight.outcome = Some(Ok((seqno, verdict)));
+            // Kept for a replay: the data travelled in the writeset.
+            if let Some(trx) = flight.trx.and_then(|token| self.trxs.get_mut(&token)) {
+                trx.data = std::mem::take(&mut ws.data);
+            }
+            self.wake_in_flight(local_id);
+            return;
+        }
+        if self.has_state() && seqno <= self.committed.last_contiguous() {
+            return;
+        }
+        let (depends_on, failed) = match verdict {
+            Verdict::Pass { depends_on } => (depends_on, false),
+            Verdict::Fail => (seqno - 1, true),
+        };
+        if failed && self.settings.log_conflicts {
+            log::info!(
+                "writeset of trx {} from {} failed certification at seqno {seqno}",
+                ws.source.trx_id,
+                ws.source.node
+            );
+        }
+        self.push_event(Event::Apply { seqno, writeset: Box::new(ws), depends_on, failed });
+    }
+
+    fn on_view(&mut self, seqno: Seqno, view: lockstep_group::View) {
+        let me = self.me();
+        self.ordering.barrier = seqno;
+        self.ordering.cuts.retain(|id, _| view.contains(*id));
+        self.ordering.synced.retain(|id| view.contains(*id));
+        if self.ordering.synced_unknown && view.contains(me) {
+            // Announcements before our first delivery are lost to us: take the others as
+            // synced until a donor's state says otherwise.
+            self.ordering.synced = view.members.iter().map(|m| m.id).filter(|id| *id != me).collect();
+            self.ordering.synced_unknown = false;
+        }
+        let closing = matches!(self.phase, Phase::Closing { .. });
+        let Some(c) = self.connection.as_mut() else { return };
+        c.view = view.clone();
+        if !view.contains(me) {
+            if closing {
+                // The view that removes us after we left: the server never sees it, so
+                // our saved position must not include it.
+                return;
+            }
+            self.finish_unused(seqno);
+            return;
+        }
+        if self.has_state() && seqno <= self.committed.last_contiguous() {
+            self.ordering.delivered = seqno;
+            return;
+        }
+        self.ordering.delivered = seqno;
+        let c = self.connection.as_mut().expect("checked above");
+        c.component = Component::Primary;
+        let first_in_connection = c.joined_at.is_none();
+        c.joined_at = c.joined_at.or(Some(seqno));
+        // A joining server must see this view before anything is applied: it starts its
+        // storage engines only after the state-transfer handshake the view triggers.
+        let handshake = first_in_connection && !c.bootstrapped;
+        let wsrep_view = primary_view(c.group, seqno, &view, me);
+        log::info!(
+            "view {} at seqno {seqno}: {} member(s) [{}]",
+            view.view_id,
+            view.members.len(),
+            view.members.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", ")
+        );
+        let event = Event::View { view: wsrep_view, first_in_connection };
+        if handshake {
+            self.push_event_front(event);
+        } else {
+            self.push_event(event);
+        }
+    }
+
+    fn on_control(&mut self, after: Seqno, origin: MemberId, control: Control) {
+        let me = self.me();
+        // A restarted member reads its old history again: bookkeeping yes, actions no.
+        let live = !(self.has_state() && after < self.committed.last_contiguous());
+        match control {
+            Control::Barrier { id } => {
+                if origin == me {
+                    self.barrier_ordered(id, after);
+                }
+            }
+            Control::CommitCut { seqno } => {
+                self.ordering.cuts.insert(origin, seqno);
+                let view = self.connection.as_ref().map(|c| c.view.members.clone()).unwrap_or_default();
+                let horizon = view.iter().map(|m| self.ordering.cuts.get(&m.id).copied()).min().flatten();
+                if let Some(horizon) = horizon {
+                    self.certification.purge_upto(horizon);
+                }
+                self.ordering.verdicts.forget_before(self.ordering.delivered);
+            }
+            Control::Synced => {
+                self.ordering.synced.insert(origin);
+                if origin == me && live {
+                    self.push_event(Event::Synced { after });
+                }
+            }
+            Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id } => {
+                let Some(c) = self.connection.as_ref() else { return };
+                let ours = origin == me && id == c.request_id;
+                let donor = choose_donor(&c.view.members, &self.ordering.synced, origin, &donors);
+                let joiner_name = c.view.members.iter().find(|m| m.id == origin).map_or("?", |m| m.name.as_str());
+                let Some(donor) = donor else {
+                    if live {
+                        // A Note: a joiner asks again, and a busy cluster is no fault.
+                        log::info!("member {joiner_name} requested state transfer but no member can donate now");
+                        if ours && self.phase == Phase::Joining(super::phase::Handshake::Requested) {
+                            self.set_phase(Phase::Joining(super::phase::Handshake::NoDonor));
+                        }
+                    }
+                    return;
+                };
+                self.ordering.synced.remove(&donor);
+                self.ordering.synced.remove(&origin);
+                if !live {
+                    return;
+                }
+                let donor_name = c.view.members.iter().find(|m| m.id == donor).map_or("?", |m| m.name.as_str());
+                log::info!(
+                    "member {joiner_name} (position {position}) requested state transfer from '{}'; \
+                     selected {donor_name} as donor",
+                    if donors.is_empty() { "*any*" } else { donors.as_str() }
+                );
+                if ours && c.catch_up == CatchUp::Waiting {
+                    self.set_catch_up(CatchUp::AtRequest(after));
+                }
+                if donor == me {
+                    let donation = self.donation(sst_request, after, position, has_state, ist_addr);
+                    self.push_event(Event::Donate(Box::new(donation)));
+                }
+            }
+        }
+    }
+
+    /// Non-primary is reported to the application at once; the way back is a new view.
+    fn track_primary(&mut self, primary: bool) {
+        let closing = matches!(self.phase, Phase::Closing { .. });
+        let Some(c) = self.connection.as_mut() else { return };
+        // Only a loss counts: a member that just joined may not see the primary component
+        // confirmed yet, and the group delivers a new view only after a real loss.
+        let lost = c.group_primary && !primary;
+        c.group_primary = primary;
+        if !lost || c.component == Component::NonPrimary || closing {
+            return;
+        }
+        c.component = Component::NonPrimary;
+        let (group, me) = (c.group, c.me);
+        let name = c.view.members.iter().find(|m| m.id == me).map_or(String::new(), |m| m.name.clone());
+        let incoming = c.view.members.iter().find(|m| m.id == me).map_or(String::new(), |m| m.incoming_address.clone());
+        if self.phase == Phase::Synced {
+            self.set_phase(Phase::Joined);
+        }
+        // A Note, as Galera logs its non-primary view: partitions are an operating condition.
+        log::info!("lost the primary component: this node refuses writes until it rejoins one");
+        let view = View {
+            state_id: Gtid::new(group, self.committed.last_contiguous()),
+            conf_id: -1,
+            status: ViewStatus::NonPrimary,
+            capabilities: super::CAPABILITIES,
+            my_index: 0,
+            members: vec![Member { id: super::apply::member_uuid(me), name, incoming }],
+            proto_ver: super::APPLICATION_PROTOCOL,
+        };
+        self.push_event(Event::NonPrimary { view });
+    }
+
+    /// Our commit cut: nothing we will still replicate saw less than this.
+    fn commit_cut_due(&mut self, now_ms: u64) -> Option<Seqno> {
+        if !self.has_state() {
+            return None;
+        }
+        let committed = self.committed.last_contiguous();
+        let oldest_in_flight = self.ordering.in_flight.values().map(|f| f.last_seen).min();
+        let cut = oldest_in_flight.map_or(committed, |s| s.min(committed));
+        let due = match self.ordering.last_cut {
+            None => true,
+            Some((last, at_ms)) => cut >= last + CUT_STEP || (cut > last && now_ms >= at_ms + CUT_INTERVAL_MS),
+        };
+        if !due {
+            return None;
+        }
+        self.ordering.last_cut = Some((cut, now_ms));
+        Some(cut)
+    }
+
+    fn wake_in_flight(&mut self, local_id: u64) {
+        if let Some(w) = self.ordering.in_flight.get_mut(&local_id).and_then(|f| f.waiter.take()) {
+            self.effects.wake.push(w);
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Where this node's connection stands, as one state machine (Galera's node states plus the
+//! steps of joining). Every change goes through [`Phase::to`], which refuses a transition the
+//! design does not allow: a refused transition is a bug, and it stops the node (the panic is
+//! caught at the edge and the node leaves) rather than letting it run in a state nobody
+//! reasoned about.
+use crate::types::{Gtid, Seqno};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Not connected.
+    Closed,
+    /// Connected; the group's history is unknown until the first delivery.
+    Opening,
+    /// In the group without the server's state: the state-transfer handshake is under way.
+    Joining(Handshake),
+    /// Holds the group's state (from its own position or a transfer) and applies the order.
+    Joined,
+    /// Joined and caught up: everything ordered before its own announcement is applied.
+    Synced,
+    /// `disconnect` was called; the final view follows. `app_ready`: the server had
+    /// finished its handshake (so ordered events may still be applied).
+    Closing { app_ready: bool },
+}
+
+/// The server's side of joining (wsrep-behaviour.md §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handshake {
+    /// The view that starts it has not reached the server yet.
+    Pending,
+    /// Our state request is on its way through the order.
+    Requested,
+    /// The request found no member able to donate: it is sent again.
+    NoDonor,
+    /// The server reported the transfer's result (`sst_received`).
+    Received { position: Gtid, rcode: i32 },
+}
+
+/// The joiner's side of the donor's stream (gap and certification state), which replaces
+/// what the joiner would otherwise certify itself. See `ist.rs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CatchUp {
+    /// Listening; our request is not ordered yet (or found no donor).
+    Waiting,
+    /// Our request was ordered after this seqno: delivery stops there until the stream is in.
+    AtRequest(Seqno),
+    /// Nothing (more) to receive.
+    Done,
+    /// The stream failed: this node cannot continue.
+    Failed,
+}
+
+impl CatchUp {
+    /// Applying may go on (nothing from the donor is still to replace it).
+    pub fn settled(self) -> bool {
+        matches!(self, CatchUp::Done | CatchUp::Failed)
+    }
+
+    pub fn to(&mut self, next: CatchUp) {
+        use CatchUp::*;
+        let allowed = matches!((*self, next), (Waiting, AtRequest(_) | Done | Failed) | (AtRequest(_), Done | Failed));
+        assert!(allowed, "catch-up transition {self:?} -> {next:?} is not allowed");
+        *self = next;
+    }
+}
+
+/// Whether the group is a primary component for us (wsrep_cluster_status).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Component {
+    Primary,
+    NonPrimary,
+}
+
+impl Phase {
+    pub fn to(&mut self, next: Phase) {
+        use Handshake::*;
+        use Phase::*;
+        let allowed = match (*self, next) {
+            (Closed, Opening) => true,
+            // The first delivery: a bootstrapped node holds the state, a joiner asks for it.
+            (Opening, Joined | Joining(Pending)) => true,
+            (Joining(from), Joining(to)) => matches!(
+                (from, to),
+                (Pending | NoDonor | Requested, Requested) | (Requested, NoDonor | Received { .. })
+            ),
+            // The server took the state (or needs none: a reconnect that continues its own).
+            (Joining(Received { .. } | Pending), Joined) => true,
+            (Joined, Synced) => true,
+            // Lost the primary component: synced again only after the next view.
+            (Synced, Joined) => true,
+            (Opening | Joining(_) | Joined | Synced, Closing { .. }) => true,
+            (_, Closed) => true,
+            _ => false,
+        };
+        assert!(allowed, "phase transition {self:?} -> {next:?} is not allowed");
+        *self = next;
+    }
+
+    /// The server has its state and may apply (its storage engines are up).
+    pub fn app_ready(self) -> bool {
+        matches!(self, Phase::Joined | Phase::Synced | Phase::Closing { app_ready: true })
+    }
+}
+
+/// Galera's `wsrep_local_state` and its comment.
+pub fn local_state(phase: Phase, component: Component, desynced: bool) -> (i64, &'static str) {
+    match phase {
+        Phase::Joined | Phase::Synced if component == Component::NonPrimary => (0, "Initialized"),
+        Phase::Joined | Phase::Synced if desynced => (2, "Donor/Desynced"),
+        Phase::Joining(_) => (1, "Joining"),
+        Phase::Joined => (3, "Joined"),
+        Phase::Synced => (4, "Synced"),
+        Phase::Closed | Phase::Opening | Phase::Closing { .. } => (0, "Initialized"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_joiner_goes_through_the_handshake_and_a_lost_primary_unsyncs() {
+        let mut p = Phase::Closed;
+        for next in [
+            Phase::Opening,
+            Phase::Joining(Handshake::Pending),
+            Phase::Joining(Handshake::Requested),
+            Phase::Joining(Handshake::NoDonor),
+            Phase::Joining(Handshake::Requested),
+            Phase::Joining(Handshake::Received { position: Gtid::UNDEFINED, rcode: 0 }),
+            Phase::Joined,
+            Phase::Synced,
+            Phase::Joined,
+            Phase::Closing { app_ready: true },
+            Phase::Closed,
+        ] {
+            p.to(next);
+        }
+        assert_eq!(local_state(Phase::Synced, Component::NonPrimary, false), (0, "Initialized"));
+        assert_eq!(local_state(Phase::Synced, Component::Primary, true), (2, "Donor/Desynced"));
+    }
+
+    #[test]
+    #[should_panic(expected = "not allowed")]
+    fn skipping_the_handshake_is_refused() {
+        let mut p = Phase::Joining(Handshake::Requested);
+        p.to(Phase::Synced);
+    }
+}

@@ -1,0 +1,146 @@
+//! Invariant checkers of the provider simulator, one per guarantee. Each sees what happens
+//! as it happens (certifications, commits, acknowledgements, transfers, causal reads) and
+//! judges the end state after the heal.
+mod acked_present;
+mod causal_reads;
+mod commit_order;
+mod converged;
+mod dependencies;
+mod joiner_index;
+mod same_verdict;
+
+use super::db::Db;
+use crate::certification::Verdict;
+use crate::types::Seqno;
+
+/// One running node at the end of a run.
+pub struct LiveNode<'a> {
+    pub node: usize,
+    pub db: &'a Db,
+    /// Its phase, `Synced` expected.
+    pub phase: String,
+    /// Server threads still busy (none expected once the run is quiet).
+    pub busy: Vec<String>,
+}
+
+pub struct End<'a> {
+    pub live: Vec<LiveNode<'a>>,
+    /// Commits acknowledged after the heal.
+    pub acked_after_heal: u64,
+}
+
+pub trait Invariant {
+    fn name(&self) -> &'static str;
+    /// `with_group_state`: the node certified with the group's state, not a fresh index.
+    fn certified(
+        &mut self,
+        _node: usize,
+        _seqno: Seqno,
+        _verdict: Verdict,
+        _with_group_state: bool,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+    /// A database commit (or its refusal for breaking the order).
+    fn committed(&mut self, _node: usize, _outcome: &Result<(), String>) -> Result<(), String> {
+        Ok(())
+    }
+    /// A remote writeset starts applying on `db`.
+    fn applying(&mut self, _node: usize, _seqno: Seqno, _depends_on: Seqno, _db: &Db) -> Result<(), String> {
+        Ok(())
+    }
+    fn acked(&mut self, _node: usize, _seqno: Seqno, _hash: u64) -> Result<(), String> {
+        Ok(())
+    }
+    /// A donor's stream for the order after `at` reached `node`, with the digest of the
+    /// donor's certification index.
+    fn transfer_sent(&mut self, _node: usize, _at: Seqno, _donor_digest: u64) {}
+    fn index_installed(&mut self, _node: usize, _at: Seqno, _digest: u64) -> Result<(), String> {
+        Ok(())
+    }
+    /// A causal read on `node` started when `acked_before` was the newest acknowledged commit.
+    fn causal_read(&mut self, _node: usize, _acked_before: Seqno, _db: &Db) -> Result<(), String> {
+        Ok(())
+    }
+    fn at_end(&mut self, _end: &End<'_>) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Every checker; the first violation wins, named after its checker.
+pub struct Checks {
+    checkers: Vec<Box<dyn Invariant>>,
+    acked: u64,
+}
+
+impl Default for Checks {
+    fn default() -> Self {
+        Checks {
+            checkers: vec![
+                Box::new(same_verdict::SameVerdict::default()),
+                Box::new(commit_order::CommitOrder),
+                Box::new(acked_present::AckedPresent::default()),
+                Box::new(joiner_index::JoinerIndex::default()),
+                Box::new(dependencies::Dependencies::default()),
+                Box::new(causal_reads::CausalReads),
+                Box::new(converged::Converged),
+            ],
+            acked: 0,
+        }
+    }
+}
+
+impl Checks {
+    fn each(&mut self, mut f: impl FnMut(&mut dyn Invariant) -> Result<(), String>) -> Result<(), String> {
+        for checker in &mut self.checkers {
+            f(checker.as_mut()).map_err(|e| format!("invariant '{}' violated: {e}", checker.name()))?;
+        }
+        Ok(())
+    }
+
+    pub fn certified(
+        &mut self,
+        node: usize,
+        seqno: Seqno,
+        verdict: Verdict,
+        with_group_state: bool,
+    ) -> Result<(), String> {
+        self.each(|c| c.certified(node, seqno, verdict, with_group_state))
+    }
+
+    pub fn committed(&mut self, node: usize, outcome: Result<(), String>) -> Result<(), String> {
+        self.each(|c| c.committed(node, &outcome))
+    }
+
+    pub fn applying(&mut self, node: usize, seqno: Seqno, depends_on: Seqno, db: &Db) -> Result<(), String> {
+        self.each(|c| c.applying(node, seqno, depends_on, db))
+    }
+
+    pub fn acked(&mut self, node: usize, seqno: Seqno, hash: u64) -> Result<(), String> {
+        self.acked += 1;
+        self.each(|c| c.acked(node, seqno, hash))
+    }
+
+    /// Commits acknowledged so far.
+    pub fn acked_count(&self) -> u64 {
+        self.acked
+    }
+
+    pub fn transfer_sent(&mut self, node: usize, at: Seqno, donor_digest: u64) {
+        for c in &mut self.checkers {
+            c.transfer_sent(node, at, donor_digest);
+        }
+    }
+
+    pub fn index_installed(&mut self, node: usize, at: Seqno, digest: u64) -> Result<(), String> {
+        self.each(|c| c.index_installed(node, at, digest))
+    }
+
+    pub fn causal_read(&mut self, node: usize, acked_before: Seqno, db: &Db) -> Result<(), String> {
+        self.each(|c| c.causal_read(node, acked_before, db))
+    }
+
+    pub fn at_end(&mut self, end: &End<'_>) -> Result<(), String> {
+        self.each(|c| c.at_end(end))
+    }
+}

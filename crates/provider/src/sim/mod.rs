@@ -1,0 +1,269 @@
+//! The provider simulator: N provider cores, each inside a simulated server (clients, appliers,
+//! row locks, a database), over the group layer's simulator with its faults (message loss,
+//! delay and duplication, partitions, one-way clogged links, crashes of one node, of a
+//! majority and of the whole cluster). One seed gives one run; the checkers in
+//! [`invariants`] judge it. `lockstep sim` runs it.
+pub mod db;
+pub mod invariants;
+mod node;
+mod transfer;
+
+use crate::grastate::SavedState;
+use crate::types::{Gtid, Seqno, Uuid};
+use db::Db;
+use invariants::{Checks, End, LiveNode};
+use lockstep_group::sim::{Scenario, Sim as GroupSim};
+use lockstep_group::{GroupConfig, MemberId};
+use node::{Env, Node, Rng, Workload};
+use std::fmt;
+use transfer::PendingTransfer;
+
+/// Figures of a passed run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub seed: u64,
+    pub acked: u64,
+    pub final_seqno: Seqno,
+    pub node_crashes: u64,
+    pub transfers: u64,
+}
+
+/// A broken guarantee, with the seed that replays it.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub seed: u64,
+    pub at_ms: u64,
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "seed {} at {} ms: {}", self.seed, self.at_ms, self.detail)
+    }
+}
+
+pub struct Sim {
+    seed: u64,
+    group: GroupSim,
+    nodes: Vec<Node>,
+    rng: Rng,
+    checks: Checks,
+    transfers: Vec<PendingTransfer>,
+    now_ms: u64,
+    acked_max: Seqno,
+    node_crashes: u64,
+    transfers_done: u64,
+    /// Node -> the group incarnation its core was last started in.
+    started: Vec<u64>,
+    trace: bool,
+}
+
+impl Sim {
+    pub fn new(seed: u64, scenario: &Scenario, trace: bool) -> Self {
+        let mut config = GroupConfig::new("sim");
+        config.gcache_bytes = scenario.gcache_bytes;
+        let mut group = GroupSim::new(seed, scenario.members, config);
+        group.set_external_application(true);
+        group.set_trace(trace);
+        let mut rng = Rng::new(seed ^ 0x7072_6f76_6964_6572);
+        let workload = Workload {
+            clients: rng.range(1, 4) as usize,
+            appliers: rng.range(1, 5) as usize,
+            keys: rng.range(2, 24) as u8,
+            start_per_million: rng.range(20_000, 200_000) as u32,
+            causal_per_million: rng.range(0, 100_000) as u32,
+            isolation_per_million: rng.range(0, 20_000) as u32,
+            optimistic_pa: rng.chance(700_000),
+        };
+        if trace {
+            println!("provider workload {workload:?}");
+        }
+        let genesis = group.genesis();
+        let history = Uuid(genesis.history);
+        let nodes = (0..scenario.members)
+            .map(|i| {
+                let (db, saved) = if i == 0 {
+                    // The bootstrapping node's database is where the new history starts.
+                    let base = genesis.base_seqno as Seqno;
+                    let saved = SavedState { position: Gtid::new(history, base), safe_to_bootstrap: true };
+                    (Db::new(history, base), Some(saved))
+                } else {
+                    (Db::new(Uuid::NIL, -1), None)
+                };
+                Node::new(i, db, saved, workload.clone())
+            })
+            .collect();
+        Sim {
+            seed,
+            group,
+            nodes,
+            rng,
+            checks: Checks::default(),
+            transfers: Vec::new(),
+            now_ms: 0,
+            acked_max: 0,
+            node_crashes: 0,
+            transfers_done: 0,
+            started: vec![0; scenario.members],
+            trace,
+        }
+    }
+
+    fn violation(&self, detail: String) -> Violation {
+        Violation { seed: self.seed, at_ms: self.now_ms, detail }
+    }
+
+    pub fn run_for(&mut self, ms: u64) -> Result<(), Violation> {
+        let end = self.now_ms + ms;
+        while self.now_ms < end {
+            self.step()?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self) -> Result<(), Violation> {
+        self.group.step().map_err(|v| self.violation(v.to_string()))?;
+        self.now_ms = self.group.now_ms();
+        self.follow_lifecycles();
+        for i in 0..self.nodes.len() {
+            let mut env = Env {
+                group: &mut self.group,
+                now_ms: self.now_ms,
+                rng: &mut self.rng,
+                checks: &mut self.checks,
+                transfers: &mut self.transfers,
+                acked_max: &mut self.acked_max,
+                trace: self.trace,
+            };
+            self.nodes[i].retry_lost_requests(self.now_ms);
+            let result = self.nodes[i].step(&mut env);
+            result.map_err(|e| self.violation(format!("node {}: {e}", i + 1)))?;
+            if self.nodes[i].fatal && self.nodes[i].core_mut().is_some() {
+                // An applier left `recv` with a fatal error: the server stops; it is
+                // restarted as a packaging would (and recovers from its database).
+                if self.trace {
+                    println!("[{:>6} ms] node {} stops after a fatal error", self.now_ms, i + 1);
+                }
+                self.group.crash(MemberId(i as u64 + 1), Some(1_000));
+            }
+        }
+        let before = self.transfers.len();
+        transfer::deliver(
+            &mut self.transfers,
+            &mut self.nodes,
+            &mut self.group,
+            self.now_ms,
+            &mut self.checks,
+            self.trace,
+        )
+        .map_err(|e| self.violation(e))?;
+        self.transfers_done += before.saturating_sub(self.transfers.len()) as u64;
+        Ok(())
+    }
+
+    /// Provider cores follow their group members: a member that crashed takes its server with
+    /// it; a member started again starts a new server on the same database.
+    fn follow_lifecycles(&mut self) {
+        for i in 0..self.nodes.len() {
+            let id = MemberId(i as u64 + 1);
+            let incarnation = self.group.incarnation(id);
+            let node = &mut self.nodes[i];
+            match incarnation {
+                None if node.core_mut().is_some() => {
+                    node.crash();
+                    self.node_crashes += 1;
+                }
+                Some(n) if n != self.started[i] => {
+                    if node.core_mut().is_some() {
+                        node.crash();
+                        self.node_crashes += 1;
+                    }
+                    // Only the first start of the first node bootstraps the cluster.
+                    let bootstrap = (i == 0 && self.started[i] == 0).then(|| Uuid(self.group.genesis().history));
+                    node.start(n, bootstrap);
+                    node.after_call(&mut self.group);
+                    self.started[i] = n;
+                    if self.trace {
+                        println!(
+                            "[{:>6} ms] node {} starts (incarnation {n}) at {}",
+                            self.now_ms,
+                            i + 1,
+                            node.db.position()
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn end_state(&mut self, acked_after_heal: u64) -> Result<(), Violation> {
+        let live: Vec<LiveNode<'_>> = self
+            .nodes
+            .iter()
+            .filter(|n| n.phase().is_some())
+            .map(|n| LiveNode {
+                node: n.index,
+                db: &n.db,
+                phase: format!("{:?}", n.phase().expect("filtered")),
+                busy: n.busy_threads(),
+            })
+            .collect();
+        if self.trace {
+            for l in &live {
+                println!(
+                    "end: node {} {} at seqno {}, core at {:?}, busy {:?}",
+                    l.node + 1,
+                    l.phase,
+                    l.db.committed,
+                    self.nodes[l.node].core_position(),
+                    l.busy
+                );
+            }
+        }
+        let end = End { live, acked_after_heal };
+        let result = self.checks.at_end(&end);
+        result.map_err(|e| self.violation(e))
+    }
+}
+
+/// Runs one seed: form the cluster, chaos, heal, quiet, judge.
+pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
+    let mut scenario = Scenario::from_seed(seed);
+    // The simulated servers are the load; graceful leaves are the provider's business
+    // (disconnect), not the group's.
+    scenario.leave_per_million = 0;
+    scenario.submit_per_million = 0;
+    scenario.message_per_million = 0;
+    let mut sim = Sim::new(seed, &scenario, trace);
+    sim.run_for(10_000)?;
+    sim.group.set_faults(Some(scenario.clone()));
+    sim.run_for(scenario.chaos_ms)?;
+    sim.group.set_faults(None);
+    sim.group.heal();
+    for i in 0..sim.nodes.len() {
+        sim.group.restart(MemberId(i as u64 + 1)).map_err(|v| sim.violation(v.to_string()))?;
+    }
+    sim.run_for(scenario.heal_ms)?;
+    let acked_at_heal = sim.acked_count();
+    sim.run_for(5_000)?;
+    let acked_after_heal = sim.acked_count() - acked_at_heal;
+    for node in &mut sim.nodes {
+        node.quiet = true;
+    }
+    sim.run_for(15_000)?;
+    sim.end_state(acked_after_heal)?;
+    Ok(Outcome {
+        seed,
+        acked: sim.acked_count(),
+        final_seqno: sim.nodes.iter().map(|n| n.db.committed).max().unwrap_or(0),
+        node_crashes: sim.node_crashes,
+        transfers: sim.transfers_done,
+    })
+}
+
+impl Sim {
+    fn acked_count(&self) -> u64 {
+        self.checks.acked_count()
+    }
+}

@@ -1,0 +1,901 @@
+//! One simulated node: a provider [`Core`] with the server around it (client threads running
+//! transactions, applier threads in `recv`, row locks with brute-force aborts, a database
+//! that survives crashes). Every server thread is a state machine that calls the core the
+//! way MariaDB calls the runtime; a thread that the core parks runs again only when the core
+//! wakes it, so a missed wake-up shows as a thread stuck at the end of the run.
+use super::db::{decode_writes, encode_writes, hash_writes, Db, Write};
+use super::invariants::Checks;
+use super::transfer::{PendingTransfer, TransferKind};
+use crate::application::{View, WsHandle};
+use crate::certification::{Key, KeyType};
+use crate::core::{
+    phase::Phase, CertifyStart, Core, Donation, Event, HandshakeStep, Observation, Opening, ReplayPlan, Settings, Task,
+    Turn, REMOTE_HANDLE,
+};
+use crate::grastate::SavedState;
+use crate::types::{flags, Seqno, Status, Uuid};
+use crate::writeset::{Control, Writeset};
+use lockstep_group::sim::Sim as GroupSim;
+use lockstep_group::MemberId;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Identifies a simulated server thread of one node: clients from 0, appliers from here.
+pub type Waiter = u32;
+const APPLIER_BASE: Waiter = 1000;
+/// Rows of the simulated table: few, so transactions conflict.
+pub const TABLE: &[u8] = b"t";
+
+/// What one node's threads do, drawn from the seed.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub clients: usize,
+    pub appliers: usize,
+    pub keys: u8,
+    /// Per step and idle client, chance to start something.
+    pub start_per_million: u32,
+    pub causal_per_million: u32,
+    pub isolation_per_million: u32,
+    pub optimistic_pa: bool,
+}
+
+/// A deterministic generator (splitmix64), the node's own.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next_u64() % (high - low).max(1)
+    }
+
+    pub fn chance(&mut self, per_million: u32) -> bool {
+        self.next_u64() % 1_000_000 < u64::from(per_million)
+    }
+}
+
+#[derive(Debug)]
+struct Trx {
+    id: u64,
+    token: u64,
+    writes: Vec<Write>,
+    /// Rolled back by a brute-force abort (its locks are gone); it may still replay.
+    bf_rolled_back: bool,
+}
+
+impl Trx {
+    fn handle(&self) -> WsHandle {
+        WsHandle { trx_id: self.id, opaque: self.token }
+    }
+}
+
+#[derive(Debug)]
+enum Client {
+    Idle,
+    Executing { trx: Trx, until_ms: u64 },
+    Certifying { trx: Trx, local_id: u64 },
+    Committing { trx: Trx, seqno: Seqno, passed: bool },
+    Replaying { trx: Trx, plan: Option<ReplayPlan> },
+    Isolated { conn: u64, statement: Option<crate::core::Statement>, local_id: Option<u64> },
+    Causal { barrier: Option<u64>, point: Option<Seqno>, acked_before: Seqno },
+}
+
+#[derive(Debug)]
+enum Applier {
+    Idle,
+    Turn {
+        event: Event,
+        after: Seqno,
+        seqno: Seqno,
+    },
+    Locks {
+        seqno: Seqno,
+        writeset: Box<Writeset>,
+        failed: bool,
+    },
+    Order {
+        seqno: Seqno,
+        writeset: Box<Writeset>,
+        failed: bool,
+    },
+    Handshake {
+        view: View,
+        resend_at_ms: u64,
+        sent: bool,
+    },
+    /// Left `recv` (the connection ended, or the node cannot go on).
+    Stopped,
+}
+
+pub struct Node {
+    pub index: usize,
+    pub id: MemberId,
+    pub core: Option<Core<Waiter>>,
+    /// The group member's incarnation the core belongs to.
+    pub incarnation: u64,
+    pub generation: u64,
+    pub db: Db,
+    pub saved: Option<SavedState>,
+    clients: Vec<Client>,
+    appliers: Vec<Applier>,
+    runnable: BTreeSet<Waiter>,
+    /// Row -> the client whose transaction holds it.
+    locks: BTreeMap<u8, usize>,
+    next_trx: u64,
+    workload: Workload,
+    /// The node failed for good in this incarnation (an applier left with Fatal).
+    pub fatal: bool,
+    /// No new client work (the end of a run).
+    pub quiet: bool,
+}
+
+/// What a node's threads reach beyond the node.
+pub struct Env<'a> {
+    pub group: &'a mut GroupSim,
+    pub now_ms: u64,
+    pub rng: &'a mut Rng,
+    pub checks: &'a mut Checks,
+    pub transfers: &'a mut Vec<PendingTransfer>,
+    /// The newest seqno acknowledged to any client so far.
+    pub acked_max: &'a mut Seqno,
+    pub trace: bool,
+}
+
+fn row_key(key: u8) -> Key {
+    Key::new(vec![b"db".to_vec(), TABLE.to_vec(), vec![key]], KeyType::Update)
+}
+
+impl Node {
+    pub fn new(index: usize, db: Db, saved: Option<SavedState>, workload: Workload) -> Self {
+        Node {
+            index,
+            id: MemberId(index as u64 + 1),
+            core: None,
+            incarnation: 0,
+            generation: 0,
+            db,
+            saved,
+            clients: (0..workload.clients).map(|_| Client::Idle).collect(),
+            appliers: Vec::new(),
+            runnable: BTreeSet::new(),
+            locks: BTreeMap::new(),
+            next_trx: 1,
+            workload,
+            fatal: false,
+            quiet: false,
+        }
+    }
+
+    /// The server starts (again) with its database and saved state, and connects.
+    pub fn start(&mut self, incarnation: u64, bootstrap: Option<Uuid>) {
+        let position = crate::core::starting_position(self.saved, self.db.position());
+        let safe = self.saved.is_none_or(|s| s.safe_to_bootstrap);
+        let settings =
+            Settings { optimistic_pa: self.workload.optimistic_pa, log_conflicts: false, max_writeset_bytes: 1 << 20 };
+        let mut core = Core::new(settings, position, safe);
+        core.observe();
+        self.generation = core.open(Opening {
+            me: self.id,
+            member: crate::core::member_uuid(self.id),
+            bootstrap_history: bootstrap,
+            ist_addr: format!("sim:{}:{incarnation}", self.index),
+            donors: String::new(),
+        });
+        self.core = Some(core);
+        self.incarnation = incarnation;
+        self.clients = (0..self.workload.clients).map(|_| Client::Idle).collect();
+        self.appliers = (0..self.workload.appliers).map(|_| Applier::Idle).collect();
+        self.locks.clear();
+        self.fatal = false;
+        self.runnable = (0..self.workload.appliers as Waiter).map(|a| APPLIER_BASE + a).collect();
+        self.apply_effects(None);
+    }
+
+    /// The process dies: only the database and the saved state remain.
+    pub fn crash(&mut self) {
+        self.core = None;
+        self.clients.iter_mut().for_each(|c| *c = Client::Idle);
+        self.appliers.clear();
+        self.locks.clear();
+        self.runnable.clear();
+    }
+
+    fn core(&mut self) -> &mut Core<Waiter> {
+        self.core.as_mut().expect("a running node")
+    }
+
+    /// Takes what the core asked for: wake-ups, control messages, the saved state.
+    fn apply_effects(&mut self, group: Option<&mut GroupSim>) {
+        let Some(core) = self.core.as_mut() else { return };
+        let effects = core.take_effects();
+        self.runnable.extend(effects.wake);
+        if let Some((_, state)) = effects.save {
+            self.saved = Some(state);
+        }
+        if let Some(group) = group {
+            for control in effects.send {
+                group.submit_tagged(self.id, control.encode(), 0, true);
+            }
+        }
+    }
+
+    /// One step of simulated time: the group's deliveries and failures go in, then every
+    /// thread that may proceed runs.
+    pub fn step(&mut self, env: &mut Env<'_>) -> Result<(), String> {
+        if self.core.is_none() {
+            return Ok(());
+        }
+        let generation = self.generation;
+        let status = env.group.status(self.id).expect("a running member");
+        let history = Uuid(status.history);
+        for (tag, error) in env.group.take_failures(self.id) {
+            self.core().on_submit_failed(generation, tag, error);
+        }
+        for _ in 0..512 {
+            if !self.core().accepting_deliveries() {
+                break;
+            }
+            let Some(delivered) = env.group.pop_delivered(self.id).map_err(|v| v.to_string())? else { break };
+            let (seqno, payload) = crate::core::Payload::decode(delivered);
+            self.core().on_delivered(generation, seqno, payload, history);
+        }
+        self.core().on_group_status(generation, status.primary, status.leader, env.now_ms);
+        self.apply_effects(Some(env.group));
+        self.observe(env)?;
+        // Clients with time-driven work run every step; the rest only when woken.
+        for c in 0..self.clients.len() {
+            if matches!(self.clients[c], Client::Idle | Client::Executing { .. }) {
+                self.runnable.insert(c as Waiter);
+            }
+        }
+        for _ in 0..64 {
+            let Some(waiter) = self.runnable.pop_first() else { break };
+            if self.core.is_none() {
+                break;
+            }
+            if waiter >= APPLIER_BASE {
+                self.run_applier((waiter - APPLIER_BASE) as usize, env)?;
+            } else {
+                self.run_client(waiter as usize, env)?;
+            }
+            self.apply_effects(Some(env.group));
+            self.observe(env)?;
+        }
+        Ok(())
+    }
+
+    fn observe(&mut self, env: &mut Env<'_>) -> Result<(), String> {
+        let Some(core) = self.core.as_mut() else { return Ok(()) };
+        for observation in core.take_observations() {
+            match observation {
+                Observation::Certified { seqno, verdict, with_group_state } => {
+                    env.checks.certified(self.index, seqno, verdict, with_group_state)?;
+                }
+                Observation::IndexInstalled { at, digest } => env.checks.index_installed(self.index, at, digest)?,
+            }
+        }
+        Ok(())
+    }
+
+    // ---- clients ---------------------------------------------------------------------------
+
+    fn run_client(&mut self, c: usize, env: &mut Env<'_>) -> Result<(), String> {
+        loop {
+            let state = std::mem::replace(&mut self.clients[c], Client::Idle);
+            match self.client_step(c, state, env)? {
+                Step::Continue(next) => self.clients[c] = next,
+                Step::Block(state) => {
+                    self.clients[c] = state;
+                    return Ok(());
+                }
+            }
+            if matches!(self.clients[c], Client::Idle) {
+                return Ok(());
+            }
+        }
+    }
+
+    fn client_step(&mut self, c: usize, state: Client, env: &mut Env<'_>) -> Result<Step<Client>, String> {
+        let me = c as Waiter;
+        let generation = self.generation;
+        Ok(match state {
+            Client::Idle => {
+                if self.quiet || !env.rng.chance(self.workload.start_per_million) {
+                    return Ok(Step::Block(Client::Idle));
+                }
+                self.start_work(c, env).map_or(Step::Block(Client::Idle), Step::Continue)
+            }
+            Client::Executing { trx, until_ms } => {
+                if trx.bf_rolled_back {
+                    self.end_trx(c, &trx);
+                    return Ok(Step::Continue(Client::Idle));
+                }
+                if env.now_ms < until_ms {
+                    return Ok(Step::Block(Client::Executing { trx, until_ms }));
+                }
+                let flags = flags::TRX_START | flags::TRX_END;
+                match self.core().certify_start(c as u64, trx.handle(), flags, &me) {
+                    // Paused: woken when the pause ends or the transaction is aborted.
+                    None => Step::Block(Client::Executing { trx, until_ms }),
+                    Some(CertifyStart::Done(_, _)) => {
+                        self.end_trx(c, &trx);
+                        Step::Continue(Client::Idle)
+                    }
+                    Some(CertifyStart::Submit { writeset, local_id }) => {
+                        if !env.group.submit_tagged(self.id, writeset.encode(), local_id, false) {
+                            self.core().submit_impossible(local_id);
+                        }
+                        Step::Continue(Client::Certifying { trx, local_id })
+                    }
+                }
+            }
+            Client::Certifying { trx, local_id } => match self.core().certify_outcome(trx.handle(), local_id, &me) {
+                None => Step::Block(Client::Certifying { trx, local_id }),
+                Some((Status::Ok, meta)) => {
+                    Step::Continue(Client::Committing { seqno: meta.gtid.seqno, trx, passed: true })
+                }
+                // Failed certification still takes its seqno: rolled back at once (its rows
+                // are free), then its seqno passes through commit order.
+                Some((Status::TrxFail, meta)) if meta.gtid.seqno >= 0 => {
+                    self.locks.retain(|_, holder| *holder != c);
+                    Step::Continue(Client::Committing { seqno: meta.gtid.seqno, trx, passed: false })
+                }
+                Some((Status::BfAbort, _)) => Step::Continue(Client::Replaying { trx, plan: None }),
+                Some(_) => {
+                    self.end_trx(c, &trx);
+                    Step::Continue(Client::Idle)
+                }
+            },
+            Client::Committing { trx, seqno, passed } => match self.core().commit_order_enter(trx.handle(), seqno, &me)
+            {
+                None => Step::Block(Client::Committing { trx, seqno, passed }),
+                Some(Status::BfAbort) => Step::Continue(Client::Replaying { trx, plan: None }),
+                Some(Status::Ok) => {
+                    let history = self.core().group();
+                    let writes = passed.then_some(trx.writes.as_slice());
+                    env.checks.committed(self.index, self.db.commit(history, seqno, writes, false))?;
+                    self.core().commit_order_leave(trx.handle(), seqno, false);
+                    self.end_trx(c, &trx);
+                    if passed {
+                        self.acked(env, seqno, hash_writes(&trx.writes, false))?;
+                    }
+                    Step::Continue(Client::Idle)
+                }
+                Some(_) => {
+                    self.end_trx(c, &trx);
+                    Step::Continue(Client::Idle)
+                }
+            },
+            Client::Replaying { trx, plan } => self.replay(c, trx, plan, env)?,
+            Client::Isolated { conn, mut statement, local_id: None } => {
+                let flags = flags::TRX_START | flags::TRX_END;
+                match self.core().isolation_start(conn, &mut statement, flags, &me) {
+                    None => Step::Block(Client::Isolated { conn, statement, local_id: None }),
+                    Some(Err(_)) => Step::Continue(Client::Idle),
+                    Some(Ok((writeset, local_id))) => {
+                        if !env.group.submit_tagged(self.id, writeset.encode(), local_id, false) {
+                            self.core().submit_impossible(local_id);
+                        }
+                        Step::Continue(Client::Isolated { conn, statement: None, local_id: Some(local_id) })
+                    }
+                }
+            }
+            Client::Isolated { conn, statement, local_id: Some(local_id) } => {
+                match self.core().isolation_outcome(conn, local_id, &me) {
+                    None => Step::Block(Client::Isolated { conn, statement, local_id: Some(local_id) }),
+                    Some((Status::Ok, meta)) => {
+                        // The statement runs alone: it aborts every local transaction.
+                        let seqno = meta.gtid.seqno;
+                        self.abort_lock_holders(seqno, None, &[]);
+                        let history = self.core().group();
+                        env.checks.committed(self.index, self.db.commit(history, seqno, Some(&[]), true))?;
+                        self.core().isolation_end(conn, None);
+                        self.acked(env, seqno, hash_writes(&[], true))?;
+                        Step::Continue(Client::Idle)
+                    }
+                    Some(_) => Step::Continue(Client::Idle),
+                }
+            }
+            Client::Causal { barrier: None, acked_before, .. } => match self.core().barrier_start() {
+                None => Step::Continue(Client::Idle),
+                Some(id) => {
+                    env.group.submit_tagged(self.id, Control::Barrier { id }.encode(), id, true);
+                    Step::Continue(Client::Causal { barrier: Some(id), point: None, acked_before })
+                }
+            },
+            Client::Causal { barrier: Some(id), point: None, acked_before } => match self.core().barrier_point(id, &me)
+            {
+                None => Step::Block(Client::Causal { barrier: Some(id), point: None, acked_before }),
+                Some(Err(())) => Step::Continue(Client::Idle),
+                Some(Ok(p)) => Step::Continue(Client::Causal { barrier: Some(id), point: Some(p), acked_before }),
+            },
+            Client::Causal { barrier, point: Some(point), acked_before } => {
+                if !self.core().committed_up_to(point, &me) {
+                    return Ok(Step::Block(Client::Causal { barrier, point: Some(point), acked_before }));
+                }
+                if self.core().is_current(generation) && !self.core().is_failed() {
+                    env.checks.causal_read(self.index, acked_before, &self.db)?;
+                }
+                Step::Continue(Client::Idle)
+            }
+        })
+    }
+
+    fn start_work(&mut self, c: usize, env: &mut Env<'_>) -> Option<Client> {
+        if env.rng.chance(self.workload.causal_per_million) {
+            return Some(Client::Causal { barrier: None, point: None, acked_before: *env.acked_max });
+        }
+        if env.rng.chance(self.workload.isolation_per_million) {
+            let statement = (vec![vec![b"db".to_vec(), TABLE.to_vec()]], b"ALTER TABLE t".to_vec());
+            return Some(Client::Isolated { conn: 10_000 + c as u64, statement: Some(statement), local_id: None });
+        }
+        let count = env.rng.range(1, 4) as usize;
+        let mut writes: Vec<Write> = Vec::new();
+        for _ in 0..count {
+            let key = env.rng.range(0, u64::from(self.workload.keys)) as u8;
+            if !writes.iter().any(|(k, _)| *k == key) {
+                writes.push((key, env.rng.next_u64()));
+            }
+        }
+        // A row held by another local transaction: the client would wait on the lock; it
+        // tries something else later instead.
+        if writes.iter().any(|(k, _)| self.locks.contains_key(k)) {
+            return None;
+        }
+        for (key, _) in &writes {
+            self.locks.insert(*key, c);
+        }
+        let id = (self.index as u64 + 1) << 40 | self.next_trx;
+        self.next_trx += 1;
+        let handle = WsHandle { trx_id: id, opaque: 0 };
+        let keys = writes.iter().map(|(k, _)| row_key(*k)).collect();
+        let token = self.core().append_key(handle, keys);
+        let data = encode_writes(&writes);
+        self.core().append_data(WsHandle { trx_id: id, opaque: token }, &[&data]);
+        let until_ms = env.now_ms + env.rng.range(0, 40);
+        Some(Client::Executing { trx: Trx { id, token, writes, bf_rolled_back: false }, until_ms })
+    }
+
+    /// The transaction is over here: its locks go, and the provider forgets it.
+    fn end_trx(&mut self, c: usize, trx: &Trx) {
+        self.locks.retain(|_, holder| *holder != c);
+        self.core().release(trx.handle());
+    }
+
+    fn acked(&mut self, env: &mut Env<'_>, seqno: Seqno, hash: u64) -> Result<(), String> {
+        *env.acked_max = (*env.acked_max).max(seqno);
+        env.checks.acked(self.index, seqno, hash)
+    }
+
+    fn replay(
+        &mut self,
+        c: usize,
+        mut trx: Trx,
+        plan: Option<ReplayPlan>,
+        env: &mut Env<'_>,
+    ) -> Result<Step<Client>, String> {
+        let me = c as Waiter;
+        // Rolled back for the abort: its locks are released until it applies again.
+        self.locks.retain(|_, holder| *holder != c);
+        trx.bf_rolled_back = true;
+        let plan = match plan {
+            Some(plan) => plan,
+            None => match self.core().replay_start(trx.handle(), &me) {
+                None => return Ok(Step::Block(Client::Replaying { trx, plan: None })),
+                Some(Err(_)) => {
+                    self.end_trx(c, &trx);
+                    return Ok(Step::Continue(Client::Idle));
+                }
+                Some(Ok(plan)) => plan,
+            },
+        };
+        let seqno = plan.meta.gtid.seqno;
+        let handle = WsHandle { trx_id: trx.id, opaque: plan.token };
+        // A replay applies with priority, as an applier does; a row held by a transaction
+        // that commits first is looked at again each step.
+        if !self.take_locks(seqno, Some(c), &trx.writes) {
+            self.runnable.insert(me);
+            return Ok(Step::Block(Client::Replaying { trx, plan: Some(plan) }));
+        }
+        Ok(match self.core().commit_order_enter(handle, seqno, &me) {
+            None => Step::Block(Client::Replaying { trx, plan: Some(plan) }),
+            Some(Status::Ok) => {
+                let writes = decode_writes(&plan.data)?;
+                let history = self.core().group();
+                env.checks.committed(self.index, self.db.commit(history, seqno, Some(&writes), false))?;
+                self.core().commit_order_leave(handle, seqno, false);
+                self.core().replay_ended(true);
+                self.end_trx(c, &trx);
+                self.acked(env, seqno, hash_writes(&writes, false))?;
+                Step::Continue(Client::Idle)
+            }
+            Some(_) => {
+                self.end_trx(c, &trx);
+                Step::Continue(Client::Idle)
+            }
+        })
+    }
+
+    /// Takes `writes`' rows for a high-priority writer at `seqno` (an applier, a replay),
+    /// aborting local transactions that hold them; false while a row is held by a
+    /// transaction that commits first.
+    fn take_locks(&mut self, seqno: Seqno, owner: Option<usize>, writes: &[Write]) -> bool {
+        self.abort_lock_holders(seqno, owner, writes);
+        let free = writes.iter().all(|(k, _)| self.locks.get(k).is_none_or(|h| Some(*h) == owner));
+        if free {
+            if let Some(owner) = owner {
+                for (k, _) in writes {
+                    self.locks.insert(*k, owner);
+                }
+            }
+        }
+        free
+    }
+
+    /// Brute-force aborts of the local transactions holding `writes`' rows (every row when
+    /// `writes` is empty: an isolated statement).
+    fn abort_lock_holders(&mut self, seqno: Seqno, owner: Option<usize>, writes: &[Write]) {
+        let holders: BTreeSet<usize> = self
+            .locks
+            .iter()
+            .filter(|(k, h)| Some(**h) != owner && (writes.is_empty() || writes.iter().any(|(w, _)| w == *k)))
+            .map(|(_, h)| *h)
+            .collect();
+        for holder in holders {
+            let trx_id = match &self.clients[holder] {
+                Client::Executing { trx, .. }
+                | Client::Certifying { trx, .. }
+                | Client::Committing { trx, .. }
+                | Client::Replaying { trx, .. } => trx.id,
+                _ => continue,
+            };
+            let (status, _) = self.core().abort_certification(seqno, trx_id);
+            if status == Status::Ok {
+                // The server rolls the victim back at once: its rows are free.
+                self.locks.retain(|_, h| *h != holder);
+                match &mut self.clients[holder] {
+                    Client::Executing { trx, .. } | Client::Certifying { trx, .. } | Client::Committing { trx, .. } => {
+                        trx.bf_rolled_back = true;
+                    }
+                    _ => {}
+                }
+                self.runnable.insert(holder as Waiter);
+            }
+        }
+    }
+
+    // ---- appliers ----------------------------------------------------------------------------
+
+    fn run_applier(&mut self, a: usize, env: &mut Env<'_>) -> Result<(), String> {
+        loop {
+            if self.core.is_none() {
+                return Ok(());
+            }
+            let state = std::mem::replace(&mut self.appliers[a], Applier::Idle);
+            match self.applier_step(a, state, env)? {
+                Step::Continue(next) => self.appliers[a] = next,
+                Step::Block(state) => {
+                    self.appliers[a] = state;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn applier_step(&mut self, a: usize, state: Applier, env: &mut Env<'_>) -> Result<Step<Applier>, String> {
+        let me = APPLIER_BASE + a as Waiter;
+        let generation = self.generation;
+        Ok(match state {
+            Applier::Stopped => Step::Block(Applier::Stopped),
+            Applier::Idle => match self.core().next_task(generation, &me) {
+                None => Step::Block(Applier::Idle),
+                Some(Task::Exit(status)) => {
+                    if status == Status::Fatal {
+                        self.fatal = true;
+                    }
+                    Step::Block(Applier::Stopped)
+                }
+                Some(Task::Run(event)) => Step::Continue(self.dispatch(event, env)),
+            },
+            Applier::Turn { event, after, seqno } => match self.core().turn(generation, after, seqno, &me) {
+                None => Step::Block(Applier::Turn { event, after, seqno }),
+                Some(turn) => Step::Continue(self.on_turn(event, turn, env)?),
+            },
+            Applier::Locks { seqno, writeset, failed } => {
+                let writes = rows_of(&writeset)?;
+                let free = if writeset.flags & flags::ISOLATION != 0 {
+                    self.abort_lock_holders(seqno, None, &[]);
+                    self.locks.is_empty()
+                } else {
+                    self.take_locks(seqno, None, &writes)
+                };
+                if free {
+                    Step::Continue(Applier::Order { seqno, writeset, failed })
+                } else {
+                    // Waits for a transaction ordered before it: it looks again each step.
+                    self.runnable.insert(me);
+                    Step::Block(Applier::Locks { seqno, writeset, failed })
+                }
+            }
+            Applier::Order { seqno, writeset, failed } => {
+                let handle = WsHandle { trx_id: writeset.source.trx_id, opaque: REMOTE_HANDLE | seqno as u64 };
+                match self.core().commit_order_enter(handle, seqno, &me) {
+                    None => Step::Block(Applier::Order { seqno, writeset, failed }),
+                    Some(Status::Ok) => {
+                        let writes = rows_of(&writeset)?;
+                        let isolation = writeset.flags & flags::ISOLATION != 0;
+                        let history = self.core().group();
+                        let content = (!failed).then_some(writes.as_slice());
+                        env.checks.committed(self.index, self.db.commit(history, seqno, content, isolation))?;
+                        self.core().commit_order_leave(handle, seqno, false);
+                        if let Err(failed) = self.core().remote_applied(seqno) {
+                            return Err(format!("seqno {failed} failed to apply"));
+                        }
+                        Step::Continue(Applier::Idle)
+                    }
+                    Some(other) => return Err(format!("an applier's commit_order_enter got {other:?}")),
+                }
+            }
+            Applier::Handshake { view, resend_at_ms, sent } => self.handshake(a, view, resend_at_ms, sent, env),
+        })
+    }
+
+    fn dispatch(&mut self, event: Event, env: &mut Env<'_>) -> Applier {
+        match event {
+            Event::View { view, first_in_connection } if !self.core().phase().app_ready() => {
+                let _ = first_in_connection;
+                Applier::Handshake { view, resend_at_ms: env.now_ms, sent: false }
+            }
+            Event::View { ref view, .. } => {
+                let seqno = view.state_id.seqno;
+                Applier::Turn { event, after: seqno - 1, seqno }
+            }
+            Event::Apply { seqno, depends_on, .. } => Applier::Turn { event, after: depends_on, seqno },
+            Event::Donate(ref d) => {
+                let after = d.after;
+                Applier::Turn { event, after, seqno: after }
+            }
+            Event::Skipped { seqno } => Applier::Turn { event, after: seqno - 1, seqno },
+            Event::Synced { after } => Applier::Turn { event, after, seqno: after },
+            Event::NonPrimary { .. } => Applier::Idle,
+            Event::Final { .. } => {
+                self.core().close("closed");
+                Applier::Stopped
+            }
+        }
+    }
+
+    fn on_turn(&mut self, event: Event, turn: Turn, env: &mut Env<'_>) -> Result<Applier, String> {
+        Ok(match event {
+            Event::View { view, .. } => {
+                if turn == Turn::Go {
+                    self.core().view_applied(view.state_id.seqno);
+                }
+                Applier::Idle
+            }
+            Event::Apply { seqno, writeset, depends_on, failed } => {
+                if turn != Turn::Go {
+                    return Ok(Applier::Idle);
+                }
+                env.checks.applying(self.index, seqno, depends_on, &self.db)?;
+                if failed {
+                    Applier::Order { seqno, writeset, failed }
+                } else {
+                    Applier::Locks { seqno, writeset, failed }
+                }
+            }
+            Event::Donate(donation) => {
+                if turn != Turn::Ended {
+                    self.donate(*donation, env);
+                }
+                Applier::Idle
+            }
+            Event::Skipped { seqno } => {
+                if turn == Turn::Go {
+                    self.core().finished(seqno);
+                }
+                Applier::Idle
+            }
+            Event::Synced { .. } => {
+                if turn != Turn::Ended {
+                    self.core().become_synced();
+                }
+                Applier::Idle
+            }
+            Event::NonPrimary { .. } | Event::Final { .. } => Applier::Idle,
+        })
+    }
+
+    /// The joiner's handshake: the server asks for state and waits for it.
+    fn handshake(&mut self, a: usize, view: View, resend_at_ms: u64, sent: bool, env: &mut Env<'_>) -> Step<Applier> {
+        let me = APPLIER_BASE + a as Waiter;
+        let generation = self.generation;
+        if !sent {
+            if env.now_ms < resend_at_ms {
+                // Asks again after a while: looked at every step until then.
+                self.runnable.insert(me);
+                return Step::Block(Applier::Handshake { view, resend_at_ms, sent });
+            }
+            let id = env.rng.next_u64() | 1;
+            let Some((position, has_state, ist_addr, donors)) = self.core().begin_state_request(generation, id) else {
+                self.core().requeue_view(view);
+                return Step::Continue(Applier::Idle);
+            };
+            let request =
+                Control::StateRequest { sst_request: b"sim".to_vec(), position, donors, has_state, ist_addr, id };
+            env.group.submit_tagged(self.id, request.encode(), 0, true);
+            if env.trace {
+                println!(
+                    "[{:>6} ms] node {} applier {a} requests state (position {position}, id {id:x})",
+                    env.now_ms,
+                    self.index + 1
+                );
+            }
+        }
+        // An unordered request is sent again if nothing comes of it (see `retry_lost_requests`).
+        let resend_at_ms = if sent { resend_at_ms } else { env.now_ms + 30_000 };
+        match self.core().handshake_step(generation, &me) {
+            None => Step::Block(Applier::Handshake { view, resend_at_ms, sent: true }),
+            Some(HandshakeStep::Ended) => {
+                self.core().requeue_view(view);
+                Step::Continue(Applier::Idle)
+            }
+            Some(HandshakeStep::NoDonor) => {
+                Step::Continue(Applier::Handshake { view, resend_at_ms: env.now_ms + 1_000, sent: false })
+            }
+            Some(HandshakeStep::Received { .. }) => match self.core().install_transfer(generation) {
+                Ok(_) => {
+                    self.core().requeue_view(view);
+                    Step::Continue(Applier::Idle)
+                }
+                Err(_) => {
+                    self.fatal = true;
+                    Step::Block(Applier::Stopped)
+                }
+            },
+        }
+    }
+
+    /// Re-polls handshakes whose request may have been lost (timed), as the runtime's
+    /// 30-second wait for the request's ordering does.
+    pub fn retry_lost_requests(&mut self, now_ms: u64) {
+        for a in 0..self.appliers.len() {
+            if let Applier::Handshake { resend_at_ms, sent: true, .. } = self.appliers[a] {
+                if now_ms >= resend_at_ms {
+                    let me = APPLIER_BASE + a as Waiter;
+                    if let Some(core) = self.core.as_mut() {
+                        core.abandon_wait(&me);
+                    }
+                    if let Applier::Handshake { sent, .. } = &mut self.appliers[a] {
+                        *sent = false;
+                    }
+                    self.runnable.insert(me);
+                }
+            }
+        }
+    }
+
+    /// The donor's side: the incremental part from the cache (when it holds the gap and the
+    /// verdicts), the certification state through its wire format, and the server's
+    /// snapshot or position-only confirmation.
+    fn donate(&mut self, d: Donation, env: &mut Env<'_>) {
+        if env.trace {
+            println!("[{:>6} ms] node {} donates to {} after {}", env.now_ms, self.index + 1, d.ist_addr, d.after);
+        }
+        let gap = d.failed.as_ref().and_then(|failed| {
+            let range = env.group.cached_range(self.id, (d.position.seqno + 1) as u64, d.after as u64).ok()?;
+            Some(
+                range
+                    .into_iter()
+                    .filter_map(|delivered| {
+                        let seqno = delivered.seqno as Seqno;
+                        match delivered.kind {
+                            lockstep_group::DeliveredKind::Writeset { .. } => Some(crate::ist::Item::Writeset {
+                                seqno,
+                                bytes: delivered.bytes,
+                                failed: failed.contains(&seqno),
+                            }),
+                            lockstep_group::DeliveredKind::View(_) => Some(crate::ist::Item::Skipped { seqno }),
+                            _ => None,
+                        }
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        });
+        let bypass = gap.is_some() || d.joiner_has_state;
+        let Some((to, incarnation)) = parse_sim_address(&d.ist_addr) else { return };
+        let from = gap.as_ref().map(|_| d.position.seqno + 1);
+        env.transfers.push(PendingTransfer {
+            to,
+            incarnation,
+            since_ms: env.now_ms,
+            at_ms: env.now_ms + env.rng.range(10, 300),
+            donor: self.index,
+            donor_incarnation: self.incarnation,
+            kind: TransferKind::Stream {
+                at: d.after,
+                from,
+                items: gap.unwrap_or_default(),
+                preload: d.preload.encode(),
+                donor_digest: d.preload.index.digest(),
+            },
+        });
+        let state_id = self.core().donation_started(&d, bypass);
+        let snapshot = (!bypass).then(|| self.db.snapshot(state_id.seqno));
+        env.transfers.push(PendingTransfer {
+            to,
+            incarnation,
+            since_ms: env.now_ms,
+            at_ms: env.now_ms + env.rng.range(50, 2_000),
+            donor: self.index,
+            donor_incarnation: self.incarnation,
+            kind: TransferKind::State { state_id, snapshot },
+        });
+    }
+
+    /// A transfer for this node arrived (see [`super::transfer`]).
+    pub fn core_mut(&mut self) -> Option<&mut Core<Waiter>> {
+        self.core.as_mut()
+    }
+
+    /// Applies core effects after a call made from outside the node's threads.
+    pub fn after_call(&mut self, group: &mut GroupSim) {
+        self.apply_effects(Some(group));
+    }
+
+    /// Threads still busy: at the end of a quiet run, every one should be idle.
+    pub fn busy_threads(&self) -> Vec<String> {
+        let mut busy = Vec::new();
+        for (c, client) in self.clients.iter().enumerate() {
+            if !matches!(client, Client::Idle) {
+                busy.push(format!("client {c}: {client:?}"));
+            }
+        }
+        for (a, applier) in self.appliers.iter().enumerate() {
+            if !matches!(applier, Applier::Idle) {
+                busy.push(format!("applier {a}: {applier:?}"));
+            }
+        }
+        busy
+    }
+
+    /// Where the core stands: last committed, and its apply queue.
+    pub fn core_position(&self) -> Option<(Seqno, usize)> {
+        self.core.as_ref().map(|c| (c.last_committed().seqno, c.queued_events()))
+    }
+
+    pub fn phase(&self) -> Option<Phase> {
+        self.core.as_ref().map(|c| c.phase())
+    }
+}
+
+/// The rows a writeset writes (an isolated statement writes none: its data is the statement).
+fn rows_of(writeset: &Writeset) -> Result<Vec<Write>, String> {
+    if writeset.flags & flags::ISOLATION != 0 {
+        Ok(Vec::new())
+    } else {
+        decode_writes(&writeset.data)
+    }
+}
+
+/// What a thread's step leads to: go on with the next state, or wait in this one.
+enum Step<S> {
+    Continue(S),
+    Block(S),
+}
+
+/// `sim:<node>:<incarnation>`: where a joiner of the simulator receives its transfer.
+pub fn parse_sim_address(address: &str) -> Option<(usize, u64)> {
+    let mut parts = address.strip_prefix("sim:")?.split(':');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}

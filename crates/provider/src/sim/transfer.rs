@@ -1,0 +1,141 @@
+//! State transfers in flight between simulated nodes: the donor's stream (the gap and its
+//! certification state, through the real wire format of the preload) and the server's
+//! snapshot or position-only confirmation, each arriving after a delay.
+use super::db::Db;
+use super::invariants::Checks;
+use super::node::Node;
+use crate::core::phase::{CatchUp, Phase};
+use crate::core::Transferred;
+use crate::ist::{Item, Preload};
+use crate::types::{Gtid, Seqno};
+use crate::writeset::Writeset;
+use lockstep_group::sim::Sim as GroupSim;
+
+/// How long a stream may wait for the joiner to reach its own request.
+const STREAM_PATIENCE_MS: u64 = 60_000;
+
+#[derive(Debug)]
+pub enum TransferKind {
+    Stream {
+        at: Seqno,
+        from: Option<Seqno>,
+        items: Vec<Item>,
+        preload: Vec<u8>,
+        donor_digest: u64,
+    },
+    /// The server's part: a snapshot of the donor's database, or none (the joiner keeps its
+    /// own data and only its position is confirmed).
+    State {
+        state_id: Gtid,
+        snapshot: Option<Db>,
+    },
+}
+
+#[derive(Debug)]
+pub struct PendingTransfer {
+    pub to: usize,
+    /// The joiner's incarnation that asked: a restarted joiner asks again.
+    pub incarnation: u64,
+    pub since_ms: u64,
+    pub at_ms: u64,
+    pub donor: usize,
+    pub donor_incarnation: u64,
+    pub kind: TransferKind,
+}
+
+/// Delivers the transfers whose time has come; keeps the others.
+pub fn deliver(
+    transfers: &mut Vec<PendingTransfer>,
+    nodes: &mut [Node],
+    group: &mut GroupSim,
+    now_ms: u64,
+    checks: &mut Checks,
+    trace: bool,
+) -> Result<(), String> {
+    let mut kept = Vec::new();
+    for t in std::mem::take(transfers) {
+        if now_ms < t.at_ms {
+            kept.push(t);
+            continue;
+        }
+        let live = nodes[t.to].incarnation == t.incarnation && nodes[t.to].core_mut().is_some();
+        if !live {
+            continue;
+        }
+        let generation = nodes[t.to].generation;
+        if trace {
+            let what = match &t.kind {
+                TransferKind::Stream { at, from, items, .. } => {
+                    format!("stream at {at} from {from:?}, {} items", items.len())
+                }
+                TransferKind::State { state_id, snapshot } => {
+                    format!(
+                        "state {state_id} {}",
+                        snapshot.as_ref().map_or("position only".into(), |s| format!("snapshot at {}", s.committed))
+                    )
+                }
+            };
+            println!("[{now_ms:>6} ms] node {} receives from node {}: {what}", t.to + 1, t.donor + 1);
+        }
+        match t.kind {
+            TransferKind::Stream { at, from, items, preload, donor_digest } => {
+                let core = nodes[t.to].core_mut().expect("checked");
+                match core.catch_up(generation) {
+                    Some(CatchUp::Waiting) if now_ms < t.since_ms + STREAM_PATIENCE_MS => {
+                        kept.push(PendingTransfer {
+                            kind: TransferKind::Stream { at, from, items, preload, donor_digest },
+                            ..t
+                        });
+                        continue;
+                    }
+                    Some(CatchUp::AtRequest(point)) if point == at => {
+                        let optimistic = core.settings().optimistic_pa;
+                        let preload = Preload::decode(&preload, optimistic)
+                            .map_err(|e| format!("preload does not decode: {}", e.0))?
+                            .ok_or("the preload frame is another part")?;
+                        checks.transfer_sent(t.to, at, donor_digest);
+                        let transferred = decode(items)?;
+                        if let Err(e) = core.install_stream(generation, at, from, transferred, preload) {
+                            core.fail_stream(generation, &e);
+                        }
+                    }
+                    Some(CatchUp::Waiting | CatchUp::AtRequest(_)) => {
+                        core.fail_stream(generation, "the donor's stream does not match this node's request")
+                    }
+                    _ => {}
+                }
+            }
+            TransferKind::State { state_id, snapshot } => {
+                let core = nodes[t.to].core_mut().expect("checked");
+                // The server's script takes the snapshot only while it waits for one.
+                let waiting = matches!(core.phase(), Phase::Joining(_));
+                core.sst_received(state_id, 0);
+                if let Some(snapshot) = snapshot.filter(|_| waiting) {
+                    nodes[t.to].db = snapshot;
+                }
+                let donor = &mut nodes[t.donor];
+                if donor.incarnation == t.donor_incarnation {
+                    if let Some(core) = donor.core_mut() {
+                        core.donation_ended();
+                    }
+                    donor.after_call(group);
+                }
+            }
+        }
+        nodes[t.to].after_call(group);
+    }
+    transfers.extend(kept);
+    Ok(())
+}
+
+fn decode(items: Vec<Item>) -> Result<Vec<Transferred>, String> {
+    items
+        .into_iter()
+        .map(|item| match item {
+            Item::Writeset { seqno, bytes, failed } => Writeset::decode(&bytes)
+                .map(|ws| Transferred::Writeset { seqno, writeset: Box::new(ws), failed })
+                .map_err(|e| format!("transferred writeset at {seqno}: {}", e.0)),
+            Item::Skipped { seqno } => Ok(Transferred::Skipped { seqno }),
+        })
+        .collect()
+}
