@@ -88,7 +88,7 @@ fn run_group(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
 
 fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
     let started = Instant::now();
-    let (mut runs, mut acked, mut crashes, mut transfers) = (0u64, 0u64, 0u64, 0u64);
+    let (mut runs, mut acked, mut crashes, mut transfers, mut lost) = (0u64, 0u64, 0u64, 0u64, 0u64);
     for seed in seeds {
         match provider_sim::run_seed(seed, trace) {
             Ok(outcome) => {
@@ -96,6 +96,7 @@ fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
                 acked += outcome.acked;
                 crashes += outcome.node_crashes;
                 transfers += outcome.transfers;
+                lost += u64::from(outcome.state_lost);
                 if one {
                     println!("{outcome:?}");
                 }
@@ -104,7 +105,9 @@ fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
         }
     }
     println!(
-        "provider layer: {runs} seeds passed in {:.1} s: {acked} commits acknowledged, {crashes} node crashes, {transfers} state transfers",
+        "provider layer: {runs} seeds passed in {:.1} s: {acked} commits acknowledged, {crashes} node crashes, \
+         {transfers} state transfers; {lost} runs lost every holder of the certification state (safety judged, \
+         not convergence: recovery from that is not built yet)",
         started.elapsed().as_secs_f64()
     );
 }

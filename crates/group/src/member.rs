@@ -62,6 +62,8 @@ pub struct Member<S: LogStore> {
     recv_queue: VecDeque<(u64, Delivered)>,
     /// Deliveries up to this seqno were consumed before a restart and are not queued again.
     resume_after: Seqno,
+    /// Entries up to this index were in the log when this member restarted.
+    replayed_through: u64,
     next_request: u64,
     /// Request number -> deadline.
     pending: BTreeMap<u64, u64>,
@@ -145,6 +147,7 @@ impl<S: LogStore> Member<S> {
             member.recv_queue.push_back((boundary.position.index, gap));
         }
         member.applied = boundary;
+        member.replayed_through = member.store.last_index();
         member.lost_primary = true;
         if !consistent {
             member.failed = Some("cache holds entries whose terms do not follow its log".into());
@@ -188,6 +191,7 @@ impl<S: LogStore> Member<S> {
             checkpoint_bytes: 0,
             recv_queue: VecDeque::new(),
             resume_after,
+            replayed_through: 0,
             next_request: 1,
             pending: BTreeMap::new(),
             resend: BTreeMap::new(),
@@ -512,12 +516,18 @@ impl<S: LogStore> Member<S> {
     }
 
     pub fn pop_delivered(&mut self) -> Option<Delivered> {
-        let d = self.recv_queue.pop_front().map(|(_, d)| d);
-        if d.is_some() && self.recv_queue.len() + 1 >= self.config.recv_queue_limit {
+        self.pop_delivery().map(|(d, _)| d)
+    }
+
+    /// The next delivery, and whether it replays this member's own log from before a restart
+    /// (ordered before this incarnation took part: history to learn from, not to act on).
+    pub fn pop_delivery(&mut self) -> Option<(Delivered, bool)> {
+        let (index, d) = self.recv_queue.pop_front()?;
+        if self.recv_queue.len() + 1 >= self.config.recv_queue_limit {
             // Room again: apply what waited for it on the next flush.
             self.apply_committed();
         }
-        d
+        Some((d, index <= self.replayed_through))
     }
 
     /// Outcome of submissions: the seqno, or why there is none.
@@ -555,6 +565,8 @@ impl<S: LogStore> Member<S> {
                     Action::Append { after, entries } => {
                         let entries = self.with_payloads(entries)?;
                         self.store.append(after, entries)?;
+                        // A suffix replaced by a new leader held no history of ours.
+                        self.replayed_through = self.replayed_through.min(after);
                     }
                     Action::Send { to, message } => sends.push((to, message)),
                     Action::NeedsSnapshot(peer) => {
@@ -693,7 +705,10 @@ impl<S: LogStore> Member<S> {
     fn watch_primary(&mut self) {
         let primary = self.is_primary();
         self.lost_primary |= self.was_primary && !primary;
-        if primary && self.lost_primary {
+        // A restarted member first replays its own log: the views in it are old ones, so it
+        // asks for a new view only once it is past them.
+        let replaying = self.applied.position.index < self.replayed_through;
+        if primary && self.lost_primary && !replaying {
             self.lost_primary = false;
             self.remerge_view = Some(self.applied.view.view_id);
             self.next_join_ms = self.now_ms;

@@ -65,7 +65,8 @@ pub trait DeliverySink: Send {
     /// One delivery, in order. Returns false when it has no room for more: the driver then
     /// holds what follows (its receive queue grows, which is what flow control sees) until
     /// [`GroupNode::resume_deliveries`].
-    fn deliver(&mut self, delivered: Delivered, status: &Status, outbox: &mut Outbox) -> bool;
+    /// `replayed`: it comes from this member's own log as it was at a restart (history).
+    fn deliver(&mut self, delivered: Delivered, replayed: bool, status: &Status, outbox: &mut Outbox) -> bool;
     /// A tagged submission will not be ordered.
     fn submit_failed(&mut self, tag: u64, error: SubmitError, outbox: &mut Outbox);
     /// After every round of the driver (at least every 50 ms), with the member's status.
@@ -90,7 +91,7 @@ impl Outbox {
 struct ChannelSink(SyncSender<Delivered>, Option<Delivered>);
 
 impl DeliverySink for ChannelSink {
-    fn deliver(&mut self, delivered: Delivered, _: &Status, _: &mut Outbox) -> bool {
+    fn deliver(&mut self, delivered: Delivered, _: bool, _: &Status, _: &mut Outbox) -> bool {
         match self.0.try_send(delivered) {
             Ok(()) => true,
             Err(TrySendError::Full(d)) => {
@@ -106,7 +107,7 @@ impl DeliverySink for ChannelSink {
 
     fn round(&mut self, status: &Status, outbox: &mut Outbox) -> bool {
         match self.1.take() {
-            Some(d) => self.deliver(d, status, outbox),
+            Some(d) => self.deliver(d, false, status, outbox),
             None => true,
         }
     }
@@ -417,7 +418,7 @@ impl Driver {
 
     fn hand_over_deliveries(&mut self, status: &Status) {
         while !self.sink_full {
-            let Some(d) = self.member.pop_delivered() else {
+            let Some((d, replayed)) = self.member.pop_delivery() else {
                 return;
             };
             if let DeliveredKind::View(view) = &d.kind {
@@ -425,7 +426,7 @@ impl Driver {
                     self.transport.set_address(m.id, &m.address);
                 }
             }
-            self.sink_full = !self.sink.deliver(d, status, &mut self.outbox);
+            self.sink_full = !self.sink.deliver(d, replayed, status, &mut self.outbox);
         }
     }
 

@@ -270,12 +270,15 @@ impl Sim {
         node.member.as_ref().map(|_| node.incarnation)
     }
 
-    /// The next delivery of member `id`, for the external application.
-    pub fn pop_delivered(&mut self, id: MemberId) -> Result<Option<Delivered>, Violation> {
+    /// The next delivery of member `id` for the external application, and whether it replays
+    /// the member's log from before a restart.
+    pub fn pop_delivered(&mut self, id: MemberId) -> Result<Option<(Delivered, bool)>, Violation> {
         let i = id.0 as usize - 1;
-        let Some(d) = self.nodes[i].member.as_mut().and_then(|m| m.pop_delivered()) else { return Ok(None) };
+        let Some((d, replayed)) = self.nodes[i].member.as_mut().and_then(|m| m.pop_delivery()) else {
+            return Ok(None);
+        };
         self.consumed(i, &d)?;
-        Ok(Some(d))
+        Ok(Some((d, replayed)))
     }
 
     /// Submits from member `id` for the external application; a failure comes back from

@@ -7,7 +7,7 @@ use super::{Core, APPLICATION_PROTOCOL, APPLY_QUEUE_LIMIT, CAPABILITIES};
 use crate::application::{Member, View, ViewStatus};
 use crate::ist::Preload;
 use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
-use crate::writeset::{Control, Writeset};
+use crate::writeset::Writeset;
 use lockstep_group::MemberId;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -201,6 +201,27 @@ impl<W: Clone + PartialEq> Core<W> {
         self.events.len()
     }
 
+    /// The first `count` queued events, by kind and place (for diagnostics).
+    pub fn queue_head(&self, count: usize) -> Vec<String> {
+        self.events
+            .iter()
+            .take(count)
+            .map(|e| match e {
+                Event::View { view, first_in_connection } => {
+                    format!("View({}, first {first_in_connection})", view.state_id.seqno)
+                }
+                Event::NonPrimary { .. } => "NonPrimary".into(),
+                Event::Apply { seqno, depends_on, failed, .. } => {
+                    format!("Apply({seqno} after {depends_on}, failed {failed})")
+                }
+                Event::Donate(d) => format!("Donate(after {})", d.after),
+                Event::Skipped { seqno } => format!("Skipped({seqno})"),
+                Event::Synced { after } => format!("Synced(after {after})"),
+                Event::Final { .. } => "Final".into(),
+            })
+            .collect()
+    }
+
     pub fn enter_recv(&mut self) -> Option<u64> {
         let generation = self.connection.as_ref()?.generation;
         self.receivers += 1;
@@ -225,10 +246,12 @@ impl<W: Clone + PartialEq> Core<W> {
         if self.failed || self.connection.as_ref().is_some_and(|c| c.catch_up == CatchUp::Failed) {
             return Some(Task::Exit(Status::Fatal));
         }
-        // Until the server is ready (its handshake not done) only the handshake's view and
-        // the end of the connection are taken: a writeset taken earlier would hold an
-        // applier waiting for a readiness that the view behind it brings.
-        let event = if self.phase.app_ready() {
+        // Until the server is ready (its handshake not done) and the donor's stream is in,
+        // only the handshake's view and the end of the connection are taken: a writeset
+        // taken earlier would hold an applier waiting for a readiness that the view behind
+        // it brings, or would be applied besides the donor's copy that replaces it.
+        let settled = self.connection.as_ref().is_some_and(|c| c.catch_up.settled());
+        let event = if self.phase.app_ready() && settled {
             self.events.pop_front()
         } else {
             self.events.iter().position(Event::before_handshake).and_then(|at| self.events.remove(at))
@@ -302,7 +325,7 @@ impl<W: Clone + PartialEq> Core<W> {
     /// announces itself synced once the announcement comes back through the order.
     pub fn view_applied(&mut self, seqno: Seqno) {
         self.finish_both(seqno);
-        self.effects.send.push(Control::Synced);
+        self.announce_synced();
     }
 
     /// Our announcement came back and everything before it is applied: returns whether the
@@ -324,7 +347,8 @@ impl<W: Clone + PartialEq> Core<W> {
     /// finished already).
     pub fn requeue_view(&mut self, view: View) {
         let seqno = view.state_id.seqno;
-        let at = self.events.iter().position(|e| e.seqno().is_some_and(|s| s > seqno));
+        // Before what follows it in the order, messages ordered right after it included.
+        let at = self.events.iter().position(|e| e.place().is_some_and(|s| s >= seqno));
         let event = Event::View { view, first_in_connection: false };
         match at {
             Some(i) => self.events.insert(i, event),
@@ -360,7 +384,8 @@ impl<W: Clone + PartialEq> Core<W> {
 
     /// How our request stands; `None` after registering `waiter`.
     pub fn handshake_step(&mut self, generation: u64, waiter: &W) -> Option<HandshakeStep> {
-        if !self.is_current(generation) || self.failed {
+        let stream_failed = self.catch_up(generation) == Some(CatchUp::Failed);
+        if !self.is_current(generation) || self.failed || stream_failed {
             return Some(HandshakeStep::Ended);
         }
         match self.phase {
@@ -435,7 +460,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.restart_windows(position.seqno);
         self.save_state(Gtid::new(position.uuid, SEQNO_UNDEFINED));
         self.set_phase(Phase::Joined);
-        self.effects.send.push(Control::Synced);
+        self.announce_synced();
         log::info!("state transfer complete at {position}; catching up with the group");
         Ok(position)
     }
@@ -606,7 +631,7 @@ impl<W: Clone + PartialEq> Core<W> {
             self.desync_count -= 1;
         }
         if self.connection.is_some() {
-            self.effects.send.push(Control::Synced);
+            self.announce_synced();
         }
     }
 }

@@ -63,6 +63,7 @@ impl<W: Clone + PartialEq> Core<W> {
             ist_addr: opening.ist_addr,
             donors: opening.donors,
             leader: None,
+            donor: None,
         });
         self.set_phase(Phase::Opening);
         self.events.clear();

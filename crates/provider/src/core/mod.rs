@@ -20,7 +20,7 @@ mod trx;
 
 pub use apply::{member_uuid, Donation, Event, HandshakeStep, Task, Transferred, Turn};
 pub use control::Opening;
-pub use ordering::Payload;
+pub use ordering::{DeliveryContext, Payload};
 pub use stats::{StatValue, StatVar, StatsSnapshot};
 pub use trx::{CertifyStart, ReplayPlan, Statement, REMOTE_HANDLE};
 
@@ -76,8 +76,9 @@ pub fn starting_position(saved: Option<SavedState>, start_position: Gtid) -> Gti
 pub struct Effects<W> {
     /// Waiters whose condition may now hold.
     pub wake: Vec<W>,
-    /// Control messages to order (fire and forget: a lost one only delays what it drives).
-    pub send: Vec<Control>,
+    /// Control messages to order, with the tag their failure comes back with (0: none needed,
+    /// a lost one only delays what it drives).
+    pub send: Vec<(Control, u64)>,
     /// The saved state (`grastate.dat`) to write, with its version: writes may race, the
     /// newest version wins.
     pub save: Option<(u64, SavedState)>,
@@ -126,6 +127,8 @@ pub struct Connection {
     pub donors: String,
     /// The member that orders writesets now, as the group last reported.
     pub leader: Option<MemberId>,
+    /// The donor chosen for our state request, once it is ordered.
+    pub donor: Option<MemberId>,
 }
 
 /// What only the delivery path touches besides the monitors and the index.
@@ -151,6 +154,8 @@ struct Ordering<W> {
     last_cut: Option<(Seqno, u64)>,
     /// The index holds the group's certification state (see `Observation::Certified`).
     index_from_group: bool,
+    /// Our synced announcement was not ordered: it is sent again.
+    announce_synced_again: bool,
 }
 
 impl<W> Default for Ordering<W> {
@@ -166,6 +171,7 @@ impl<W> Default for Ordering<W> {
             verdicts: apply::Verdicts::default(),
             last_cut: None,
             index_from_group: false,
+            announce_synced_again: false,
         }
     }
 }
@@ -271,7 +277,7 @@ pub struct Core<W> {
     /// The group was told to hold deliveries: resume them when there is room.
     deliveries_held: bool,
     /// A delivery that arrived when there was no room, taken first when there is.
-    held_delivery: Option<(Seqno, Payload, Uuid)>,
+    held_delivery: Option<(Seqno, Payload, DeliveryContext)>,
     /// Threads inside `recv`: the last one never leaves on `exit_loop`.
     receivers: usize,
     next_handle: u64,
@@ -484,6 +490,12 @@ impl<W: Clone + PartialEq> Core<W> {
 
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// This node holds the group's state: its data continues the order, and it certifies
+    /// with the group's certification state (so it can donate).
+    pub fn holds_group_state(&self) -> bool {
+        self.phase.app_ready() && self.has_state() && self.ordering.index_from_group
     }
 
     /// The certification index (a joiner's must equal its donor's: the simulator checks it).

@@ -12,9 +12,24 @@ use crate::types::{flags, Gtid, Seqno, Status, Uuid};
 use crate::writeset::{Control, Writeset};
 use lockstep_group::{Delivered, DeliveredKind, MemberId, SubmitError};
 
+/// The tag of our synced announcements: the group reports their failures with it (writesets
+/// and barriers take their tags from the local ids, which start at 1).
+pub const SYNCED_TAG: u64 = u64::MAX;
+
 /// A member reports its commit cut when it moved this far, or after `CUT_INTERVAL_MS`.
 const CUT_STEP: Seqno = 256;
 const CUT_INTERVAL_MS: u64 = 1000;
+
+/// Where a delivery comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryContext {
+    /// The group's history.
+    pub history: Uuid,
+    /// It replays this node's own log from before a restart: history to learn from (the
+    /// certification index, the synced set), not a request to act on now (a stale state
+    /// request must not make a restarted member donate).
+    pub replayed: bool,
+}
 
 /// A delivery, decoded before the core's lock is taken.
 #[derive(Debug)]
@@ -60,18 +75,18 @@ impl<W: Clone + PartialEq> Core<W> {
     /// next one now: if not (the apply queue is full, or delivery stops at our own state
     /// request), the group holds what follows until `Effects::resume_deliveries`. A delivery
     /// that arrives while the node cannot take it waits in the core.
-    pub fn on_delivered(&mut self, generation: u64, seqno: Seqno, payload: Payload, history: Uuid) -> bool {
+    pub fn on_delivered(&mut self, generation: u64, seqno: Seqno, payload: Payload, context: DeliveryContext) -> bool {
         if !self.is_current(generation) || self.failed {
             // Nobody will take it: the connection is ending.
             return true;
         }
         if self.held_delivery.is_some() || !self.may_take_deliveries() {
             assert!(self.held_delivery.is_none(), "the group hands over nothing more once told to hold");
-            self.held_delivery = Some((seqno, payload, history));
+            self.held_delivery = Some((seqno, payload, context));
             self.deliveries_held = true;
             return false;
         }
-        self.take_delivery(seqno, payload, history);
+        self.take_delivery(seqno, payload, context);
         let more = self.may_take_deliveries();
         self.deliveries_held |= !more;
         more
@@ -88,8 +103,8 @@ impl<W: Clone + PartialEq> Core<W> {
         if !self.deliveries_held || !self.may_take_deliveries() {
             return;
         }
-        if let Some((seqno, payload, history)) = self.held_delivery.take() {
-            self.take_delivery(seqno, payload, history);
+        if let Some((seqno, payload, context)) = self.held_delivery.take() {
+            self.take_delivery(seqno, payload, context);
         }
         if self.may_take_deliveries() {
             self.deliveries_held = false;
@@ -97,16 +112,13 @@ impl<W: Clone + PartialEq> Core<W> {
         }
     }
 
-    fn take_delivery(&mut self, seqno: Seqno, payload: Payload, history: Uuid) {
-        self.learn_history(seqno, matches!(payload, Payload::Gap), history);
+    fn take_delivery(&mut self, seqno: Seqno, payload: Payload, context: DeliveryContext) {
+        self.learn_history(seqno, matches!(payload, Payload::Gap), context.history);
         match payload {
             Payload::Writeset(ws) => self.on_writeset(seqno, *ws),
             Payload::View(view) => self.on_view(seqno, view),
-            Payload::Control { origin, control } => self.on_control(seqno, origin, control),
-            Payload::Gap => {
-                log::info!("the group no longer holds seqnos up to {seqno}");
-                self.ordering.delivered = self.ordering.delivered.max(seqno);
-            }
+            Payload::Control { origin, control } => self.on_control(seqno, origin, control, !context.replayed),
+            Payload::Gap => self.on_gap(seqno),
             Payload::Undecodable { origin, error, numbered } => {
                 log::error!("skipping an undecodable delivery from {origin} at seqno {seqno}: {error}");
                 if numbered {
@@ -128,22 +140,38 @@ impl<W: Clone + PartialEq> Core<W> {
 
     /// The group's primary-component status after a round of its driver, at `now_ms` (any
     /// monotonic clock): reports a loss, and sends our commit cut when due.
-    pub fn on_group_status(&mut self, generation: u64, primary: bool, leader: Option<MemberId>, now_ms: u64) {
+    pub fn on_group_status(&mut self, generation: u64, status: &lockstep_group::Status, now_ms: u64) {
         if !self.is_current(generation) || self.failed {
             return;
         }
-        if let Some(c) = self.connection.as_mut() {
-            c.leader = leader;
+        let primary = status.primary;
+        let c = self.connection.as_mut().expect("current");
+        c.leader = status.leader;
+        // Delivery stops at our request until the donor's stream is in: a donor that left the
+        // group (crashed) will never send it.
+        if let (CatchUp::AtRequest(at), Some(donor)) = (c.catch_up, c.donor) {
+            if primary && !status.view.contains(donor) {
+                self.fail_stream(generation, &format!("the donor chosen for our request at seqno {at} left the group"));
+                return;
+            }
         }
         self.track_primary(primary);
+        if primary && std::mem::take(&mut self.ordering.announce_synced_again) {
+            self.announce_synced();
+        }
         if let Some(cut) = self.commit_cut_due(now_ms) {
-            self.effects.send.push(Control::CommitCut { seqno: cut });
+            self.effects.send.push((Control::CommitCut { seqno: cut }, 0));
         }
     }
 
     /// A submission of ours (writeset or message, by its local id) will not be ordered.
     pub fn on_submit_failed(&mut self, generation: u64, local_id: u64, error: SubmitError) {
         if !self.is_current(generation) {
+            return;
+        }
+        if local_id == SYNCED_TAG {
+            // Nothing else makes this member synced: say it again once primary.
+            self.ordering.announce_synced_again = true;
             return;
         }
         let status = match error {
@@ -191,6 +219,29 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.barrier = first;
         self.restart_windows(start);
         self.set_phase(if bootstrapped { Phase::Joined } else { Phase::Joining(super::phase::Handshake::Pending) });
+    }
+
+    /// The group no longer holds seqnos up to `seqno`. Below our position that changes
+    /// nothing; above it our data misses them: before the server's handshake we ask for a
+    /// full snapshot instead, after it this node cannot go on.
+    fn on_gap(&mut self, seqno: Seqno) {
+        log::info!("the group no longer holds seqnos up to {seqno}");
+        self.ordering.delivered = self.ordering.delivered.max(seqno);
+        let committed = self.committed.last_contiguous();
+        if !self.has_state() || seqno <= committed {
+            return;
+        }
+        if self.phase.app_ready() {
+            self.save_state(Gtid::UNDEFINED);
+            self.fail(&format!(
+                "this node is at seqno {committed} and the group no longer holds the seqnos after it, up to {seqno} \
+                 (gcache.size too small for the time it was behind): it needs a full state transfer"
+            ));
+            return;
+        }
+        log::info!("seqnos {}..={seqno} are missing here: this node asks for a full state transfer", committed + 1);
+        self.connection.as_mut().expect("has state").has_state = false;
+        self.restart_windows(seqno);
     }
 
     /// A seqno that needs no applier (already in our state, or a view we were not in).
@@ -311,10 +362,10 @@ impl<W: Clone + PartialEq> Core<W> {
         }
     }
 
-    fn on_control(&mut self, after: Seqno, origin: MemberId, control: Control) {
+    /// `live`: ordered while this member takes part (not replayed from its log after a
+    /// restart): bookkeeping always, actions only then.
+    fn on_control(&mut self, after: Seqno, origin: MemberId, control: Control, live: bool) {
         let me = self.me();
-        // A restarted member reads its old history again: bookkeeping yes, actions no.
-        let live = !(self.has_state() && after < self.committed.last_contiguous());
         match control {
             Control::Barrier { id } => {
                 if origin == me {
@@ -353,7 +404,8 @@ impl<W: Clone + PartialEq> Core<W> {
                 };
                 self.ordering.synced.remove(&donor);
                 self.ordering.synced.remove(&origin);
-                if !live {
+                // Our current request is news to us, whatever the log says.
+                if !live && !ours {
                     return;
                 }
                 let donor_name = c.view.members.iter().find(|m| m.id == donor).map_or("?", |m| m.name.as_str());
@@ -363,6 +415,7 @@ impl<W: Clone + PartialEq> Core<W> {
                     if donors.is_empty() { "*any*" } else { donors.as_str() }
                 );
                 if ours && c.catch_up == CatchUp::Waiting {
+                    self.connection.as_mut().expect("checked").donor = Some(donor);
                     self.set_catch_up(CatchUp::AtRequest(after));
                 }
                 if donor == me {
@@ -422,6 +475,12 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         self.ordering.last_cut = Some((cut, now_ms));
         Some(cut)
+    }
+
+    /// Announces this member synced: once its announcement comes back through the order and
+    /// everything before it is applied, it is (see `become_synced`).
+    pub(super) fn announce_synced(&mut self) {
+        self.effects.send.push((Control::Synced, SYNCED_TAG));
     }
 
     fn wake_in_flight(&mut self, local_id: u64) {

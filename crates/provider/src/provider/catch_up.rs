@@ -30,12 +30,17 @@ impl Provider {
             match accepted {
                 Ok(Some(incoming)) => {
                     let peer = incoming.peer.clone();
-                    if let Err(e) = self.take_transfer(generation, incoming) {
-                        self.with_core(|core| {
-                            core.fail_stream(generation, &format!("state transfer from {peer} failed: {e}"))
-                        });
+                    match self.take_transfer(generation, incoming) {
+                        Ok(true) => return,
+                        // Not for our request (a donor acting on an old one): wait on.
+                        Ok(false) => {}
+                        Err(e) => {
+                            self.with_core(|core| {
+                                core.fail_stream(generation, &format!("state transfer from {peer} failed: {e}"))
+                            });
+                            return;
+                        }
                     }
-                    return;
                 }
                 Ok(None) if matches!(state, CatchUp::AtRequest(_)) && Instant::now() >= deadline => {
                     let secs = DONOR_CONNECT_TIMEOUT.as_secs();
@@ -55,7 +60,8 @@ impl Provider {
         }
     }
 
-    fn take_transfer(&self, generation: u64, mut incoming: Incoming) -> Result<(), String> {
+    /// Takes a donor's stream; `Ok(false)` if it is not for our current request (refused).
+    fn take_transfer(&self, generation: u64, mut incoming: Incoming) -> Result<bool, String> {
         let Header { group, at, from } = incoming.header().map_err(|e| e.to_string())?;
         // The donor may connect before our own delivery of the request tells us where it stands.
         let point =
@@ -65,13 +71,13 @@ impl Provider {
             (core.group(), core.settings().optimistic_pa)
         };
         if point != Some(Some(at)) || expected_group != group {
-            if !self.lock_core().is_current(generation) {
-                return Ok(());
-            }
-            return Err(format!(
-                "the donor sent history {group} after seqno {at}, but this node is in {expected_group} at {:?}",
+            log::info!(
+                "refused a state transfer stream from {} for history {group} after seqno {at}: this node waits \
+                 for {:?} in {expected_group}",
+                incoming.peer,
                 self.lock_core().catch_up(generation)
-            ));
+            );
+            return Ok(false);
         }
         let mut transferred = Vec::new();
         let mut preload = None;
@@ -98,7 +104,7 @@ impl Provider {
         if from.is_some() && next != Some(at + 1) {
             return Err(format!("the transfer ended at seqno {next:?}, before {at}"));
         }
-        self.with_core(|core| core.install_stream(generation, at, from, transferred, preload))
+        self.with_core(|core| core.install_stream(generation, at, from, transferred, preload)).map(|_| true)
     }
 
     /// The donor's half: sends the gap (when our cache and verdicts cover it) and our

@@ -204,14 +204,14 @@ impl Provider {
         }
         match outbox {
             Some(outbox) => {
-                for control in effects.send {
-                    outbox.send_message(control.encode(), 0);
+                for (control, tag) in effects.send {
+                    outbox.send_message(control.encode(), tag);
                 }
             }
             None if !effects.send.is_empty() || effects.resume_deliveries => {
                 if let Some(link) = self.link() {
-                    for control in effects.send {
-                        link.node.send_message_tagged(control.encode(), 0);
+                    for (control, tag) in effects.send {
+                        link.node.send_message_tagged(control.encode(), tag);
                     }
                     if effects.resume_deliveries {
                         link.node.resume_deliveries();

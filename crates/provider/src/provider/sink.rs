@@ -2,7 +2,7 @@
 //! decoded before the lock is taken, then certified under it; the submitter of a writeset of
 //! ours is woken straight from this thread (one hand-off from the order to the client).
 use super::Provider;
-use crate::core::Payload;
+use crate::core::{DeliveryContext, Payload};
 use crate::types::Uuid;
 use lockstep_group::{Delivered, DeliverySink, Outbox, Status, SubmitError};
 use std::sync::Weak;
@@ -18,11 +18,11 @@ pub(super) struct CoreSink {
 }
 
 impl DeliverySink for CoreSink {
-    fn deliver(&mut self, delivered: Delivered, status: &Status, outbox: &mut Outbox) -> bool {
+    fn deliver(&mut self, delivered: Delivered, replayed: bool, status: &Status, outbox: &mut Outbox) -> bool {
         let Some(provider) = self.provider.upgrade() else { return true };
         let (seqno, payload) = Payload::decode(delivered);
-        let history = Uuid(status.history);
-        provider.in_driver(outbox, |core| core.on_delivered(self.generation, seqno, payload, history))
+        let context = DeliveryContext { history: Uuid(status.history), replayed };
+        provider.in_driver(outbox, |core| core.on_delivered(self.generation, seqno, payload, context))
     }
 
     fn submit_failed(&mut self, tag: u64, error: SubmitError, outbox: &mut Outbox) {
@@ -39,7 +39,7 @@ impl DeliverySink for CoreSink {
             if let Some(why) = &failure {
                 core.fail(&format!("group communication failed ({why})"));
             }
-            core.on_group_status(self.generation, status.primary, status.leader, now_ms);
+            core.on_group_status(self.generation, status, now_ms);
             core.accepting_deliveries()
         })
     }

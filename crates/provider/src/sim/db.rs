@@ -94,7 +94,7 @@ pub fn encode_writes(writes: &[Write]) -> Vec<u8> {
 }
 
 pub fn decode_writes(bytes: &[u8]) -> Result<Vec<Write>, String> {
-    if bytes.len() % 9 != 0 {
+    if !bytes.len().is_multiple_of(9) {
         return Err(format!("writeset data of {} bytes is not whole rows", bytes.len()));
     }
     Ok(bytes.chunks(9).map(|c| (c[0], u64::from_le_bytes(c[1..].try_into().expect("8 bytes")))).collect())

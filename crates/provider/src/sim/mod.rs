@@ -26,6 +26,10 @@ pub struct Outcome {
     pub final_seqno: Seqno,
     pub node_crashes: u64,
     pub transfers: u64,
+    /// Every node holding the group's certification state went down at once at some point:
+    /// the others cannot get it back without a new bootstrap (automatic recovery from the
+    /// most advanced node is not built yet), so convergence is not judged.
+    pub state_lost: bool,
 }
 
 /// A broken guarantee, with the seed that replays it.
@@ -55,6 +59,9 @@ pub struct Sim {
     transfers_done: u64,
     /// Node -> the group incarnation its core was last started in.
     started: Vec<u64>,
+    /// Some node held the group's state, and later none did.
+    state_held: bool,
+    state_lost: bool,
     trace: bool,
 }
 
@@ -105,6 +112,8 @@ impl Sim {
             node_crashes: 0,
             transfers_done: 0,
             started: vec![0; scenario.members],
+            state_held: false,
+            state_lost: false,
             trace,
         }
     }
@@ -147,6 +156,14 @@ impl Sim {
                 self.group.crash(MemberId(i as u64 + 1), Some(1_000));
             }
         }
+        let held = self.nodes.iter().any(Node::holds_group_state);
+        if self.state_held && !held && !self.state_lost {
+            self.state_lost = true;
+            if self.trace {
+                println!("[{:>6} ms] no running node holds the group's state any more", self.now_ms);
+            }
+        }
+        self.state_held |= held;
         let before = self.transfers.len();
         transfer::deliver(
             &mut self.transfers,
@@ -211,8 +228,20 @@ impl Sim {
             .collect();
         if self.trace {
             for l in &live {
+                let last: Vec<(Seqno, u64)> = l.db.log.iter().rev().take(3).map(|(s, c)| (*s, c.hash)).collect();
+                if let Some(st) = self.group.status(MemberId(l.node as u64 + 1)) {
+                    println!(
+                        "end: member {} primary {} leader {:?} view {} last seqno {} failed {:?}",
+                        l.node + 1,
+                        st.primary,
+                        st.leader,
+                        st.view.view_id,
+                        st.last_seqno,
+                        st.failed
+                    );
+                }
                 println!(
-                    "end: node {} {} at seqno {}, core at {:?}, busy {:?}",
+                    "end: node {} {} at seqno {}, core at {:?}, last commits {last:?}, busy {:?}",
                     l.node + 1,
                     l.phase,
                     l.db.committed,
@@ -221,7 +250,7 @@ impl Sim {
                 );
             }
         }
-        let end = End { live, acked_after_heal };
+        let end = End { live, acked_after_heal, state_lost: self.state_lost };
         let result = self.checks.at_end(&end);
         result.map_err(|e| self.violation(e))
     }
@@ -259,6 +288,7 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
         final_seqno: sim.nodes.iter().map(|n| n.db.committed).max().unwrap_or(0),
         node_crashes: sim.node_crashes,
         transfers: sim.transfers_done,
+        state_lost: sim.state_lost,
     })
 }
 

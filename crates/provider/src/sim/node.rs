@@ -9,8 +9,9 @@ use super::transfer::{PendingTransfer, TransferKind};
 use crate::application::{View, WsHandle};
 use crate::certification::{Key, KeyType};
 use crate::core::{
-    phase::Phase, CertifyStart, Core, Donation, Event, HandshakeStep, Observation, Opening, ReplayPlan, Settings, Task,
-    Turn, REMOTE_HANDLE,
+    phase::{CatchUp, Phase},
+    CertifyStart, Core, Donation, Event, HandshakeStep, Observation, Opening, ReplayPlan, Settings, Task, Turn,
+    REMOTE_HANDLE,
 };
 use crate::grastate::SavedState;
 use crate::types::{flags, Seqno, Status, Uuid};
@@ -22,6 +23,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Identifies a simulated server thread of one node: clients from 0, appliers from here.
 pub type Waiter = u32;
 const APPLIER_BASE: Waiter = 1000;
+/// How long a joiner waits for its donor's stream (the runtime: 300 s; simulated runs are
+/// shorter). A donor that restarted in the meantime is still in the view but will never send.
+const DONOR_PATIENCE_MS: u64 = 20_000;
 /// Rows of the simulated table: few, so transactions conflict.
 pub const TABLE: &[u8] = b"t";
 
@@ -137,6 +141,8 @@ pub struct Node {
     pub fatal: bool,
     /// No new client work (the end of a run).
     pub quiet: bool,
+    /// When this node's request was found ordered (its donor's stream is awaited since).
+    at_request_since: Option<u64>,
 }
 
 /// What a node's threads reach beyond the node.
@@ -173,6 +179,7 @@ impl Node {
             workload,
             fatal: false,
             quiet: false,
+            at_request_since: None,
         }
     }
 
@@ -197,6 +204,7 @@ impl Node {
         self.appliers = (0..self.workload.appliers).map(|_| Applier::Idle).collect();
         self.locks.clear();
         self.fatal = false;
+        self.at_request_since = None;
         self.runnable = (0..self.workload.appliers as Waiter).map(|a| APPLIER_BASE + a).collect();
         self.apply_effects(None);
     }
@@ -223,8 +231,8 @@ impl Node {
             self.saved = Some(state);
         }
         if let Some(group) = group {
-            for control in effects.send {
-                group.submit_tagged(self.id, control.encode(), 0, true);
+            for (control, tag) in effects.send {
+                group.submit_tagged(self.id, control.encode(), tag, true);
             }
         }
     }
@@ -245,11 +253,14 @@ impl Node {
             if !self.core().accepting_deliveries() {
                 break;
             }
-            let Some(delivered) = env.group.pop_delivered(self.id).map_err(|v| v.to_string())? else { break };
+            let Some((delivered, replayed)) = env.group.pop_delivered(self.id).map_err(|v| v.to_string())? else {
+                break;
+            };
             let (seqno, payload) = crate::core::Payload::decode(delivered);
-            self.core().on_delivered(generation, seqno, payload, history);
+            let context = crate::core::DeliveryContext { history, replayed };
+            self.core().on_delivered(generation, seqno, payload, context);
         }
-        self.core().on_group_status(generation, status.primary, status.leader, env.now_ms);
+        self.core().on_group_status(generation, &status, env.now_ms);
         self.apply_effects(Some(env.group));
         self.observe(env)?;
         // Clients with time-driven work run every step; the rest only when woken.
@@ -766,9 +777,25 @@ impl Node {
         }
     }
 
-    /// Re-polls handshakes whose request may have been lost (timed), as the runtime's
-    /// 30-second wait for the request's ordering does.
+    /// Re-polls handshakes whose request was not ordered in time, as the runtime's 30-second
+    /// wait for the request's ordering does; and gives up on a donor that sends nothing, as
+    /// the runtime's receiver does (there after 300 s).
     pub fn retry_lost_requests(&mut self, now_ms: u64) {
+        let generation = self.generation;
+        let Some(catch_up) = self.core.as_ref().and_then(|c| c.catch_up(generation)) else { return };
+        match catch_up {
+            CatchUp::AtRequest(at) => {
+                let since = *self.at_request_since.get_or_insert(now_ms);
+                if now_ms >= since + DONOR_PATIENCE_MS {
+                    let message =
+                        format!("no donor sent the state transfer for seqno {at} within {DONOR_PATIENCE_MS} ms");
+                    self.core().fail_stream(generation, &message);
+                }
+                return;
+            }
+            CatchUp::Waiting => self.at_request_since = None,
+            CatchUp::Done | CatchUp::Failed => return,
+        }
         for a in 0..self.appliers.len() {
             if let Applier::Handshake { resend_at_ms, sent: true, .. } = self.appliers[a] {
                 if now_ms >= resend_at_ms {
@@ -866,12 +893,26 @@ impl Node {
                 busy.push(format!("applier {a}: {applier:?}"));
             }
         }
+        if let Some(core) = self.core.as_ref().filter(|c| c.queued_events() > 0) {
+            let c = core.connection().expect("connected");
+            busy.push(format!(
+                "queue: {:?}; catch-up {:?}, has state {}, committed {}",
+                core.queue_head(6),
+                c.catch_up,
+                c.has_state,
+                core.last_committed().seqno
+            ));
+        }
         busy
     }
 
     /// Where the core stands: last committed, and its apply queue.
     pub fn core_position(&self) -> Option<(Seqno, usize)> {
         self.core.as_ref().map(|c| (c.last_committed().seqno, c.queued_events()))
+    }
+
+    pub fn holds_group_state(&self) -> bool {
+        self.core.as_ref().is_some_and(|c| c.holds_group_state())
     }
 
     pub fn phase(&self) -> Option<Phase> {

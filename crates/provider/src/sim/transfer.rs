@@ -60,6 +60,10 @@ pub fn deliver(
         }
         let live = nodes[t.to].incarnation == t.incarnation && nodes[t.to].core_mut().is_some();
         if !live {
+            // The joiner is gone: the donor's script fails, and the donation ends all the same.
+            if matches!(t.kind, TransferKind::State { .. }) {
+                end_donation(nodes, group, t.donor, t.donor_incarnation);
+            }
             continue;
         }
         let generation = nodes[t.to].generation;
@@ -99,9 +103,7 @@ pub fn deliver(
                             core.fail_stream(generation, &e);
                         }
                     }
-                    Some(CatchUp::Waiting | CatchUp::AtRequest(_)) => {
-                        core.fail_stream(generation, "the donor's stream does not match this node's request")
-                    }
+                    // Not for this node's request (a donor acting on an old one): refused.
                     _ => {}
                 }
             }
@@ -113,19 +115,24 @@ pub fn deliver(
                 if let Some(snapshot) = snapshot.filter(|_| waiting) {
                     nodes[t.to].db = snapshot;
                 }
-                let donor = &mut nodes[t.donor];
-                if donor.incarnation == t.donor_incarnation {
-                    if let Some(core) = donor.core_mut() {
-                        core.donation_ended();
-                    }
-                    donor.after_call(group);
-                }
+                end_donation(nodes, group, t.donor, t.donor_incarnation);
             }
         }
         nodes[t.to].after_call(group);
     }
     transfers.extend(kept);
     Ok(())
+}
+
+/// The donor's `sst_sent`.
+fn end_donation(nodes: &mut [Node], group: &mut GroupSim, donor: usize, incarnation: u64) {
+    let donor = &mut nodes[donor];
+    if donor.incarnation == incarnation {
+        if let Some(core) = donor.core_mut() {
+            core.donation_ended();
+        }
+        donor.after_call(group);
+    }
 }
 
 fn decode(items: Vec<Item>) -> Result<Vec<Transferred>, String> {

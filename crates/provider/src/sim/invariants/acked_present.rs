@@ -23,6 +23,9 @@ impl Invariant for AckedPresent {
     }
 
     fn at_end(&mut self, end: &End<'_>) -> Result<(), String> {
+        if end.state_lost {
+            return Ok(());
+        }
         for live in &end.live {
             for (seqno, (hash, origin)) in &self.acked {
                 let held = live.db.log.get(seqno).map(|c| c.hash);

@@ -27,6 +27,9 @@ pub struct End<'a> {
     pub live: Vec<LiveNode<'a>>,
     /// Commits acknowledged after the heal.
     pub acked_after_heal: u64,
+    /// No running node held the group's state at some point: the cluster cannot come back
+    /// by itself yet, so only safety is judged.
+    pub state_lost: bool,
 }
 
 pub trait Invariant {
