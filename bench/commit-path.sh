@@ -149,7 +149,7 @@ done
 
 # ---- sysbench runs, alternating
 # Sums over the rounds, per CASE/WORKLOAD/CLIENTS.
-declare -A runs tps_sum avg_sum p95_sum trx_sum cs_sum errors_sum lost_sum failed
+declare -A runs tps_sum avg_sum p95_sum trx_sum cs_sum ws_sum errors_sum lost_sum failed
 
 # fmt FORMAT VALUE: VALUE formatted, or "n/a" if empty.
 fmt() {
@@ -165,22 +165,25 @@ mean() {
     [[ -n ${runs[$1]:-} ]] || return 0
     awk -v s="${sums[$1]}" -v n="${runs[$1]}" 'BEGIN { print s / n }'
 }
-cs_per_trx() {
+# per_trx KEY ARRAY_NAME: the array's sum for KEY over the transactions of KEY.
+per_trx() {
+    local -n sums=$2
     [[ -n ${runs[$1]:-} && ${trx_sum[$1]} -gt 0 ]] || return 0
-    awk -v s="${cs_sum[$1]}" -v n="${trx_sum[$1]}" 'BEGIN { print s / n }'
+    awk -v s="${sums[$1]}" -v n="${trx_sum[$1]}" 'BEGIN { print s / n }'
 }
 
 # run_one CASE WORKLOAD CLIENTS ROUND
 run_one() {
     local case=$1 workload=$2 clients=$3 round=$4 key="$1/$2/$3"
     local dir=$work/$case file=$work/$case-$workload-$clients-$round
-    local pids values tps trx avg p95 errors cs lost
+    local pids values tps trx avg p95 errors cs lost seqno_before seqno_after
     mapfile -t pids < <(bench_server_pids "$dir")
     if ((${#pids[@]} != 3)); then
         failed[$key]="only ${#pids[@]} servers running"
         echo "$case $workload $clients clients, round $round: FAILED, ${failed[$key]}"
         return 1
     fi
+    seqno_before=$(bench_wsrep_var "$dir/node1/mariadbd.sock" wsrep_last_committed)
     bench_ctxsw_snapshot "${pids[@]}" >"$file.cs-before"
     if ! bench_timeout=$((seconds + 120)) bench_sysbench "$workload" "$dir/node1/mariadbd.sock" "--threads=$clients" \
         "--time=$seconds" --percentile=95 run >"$file.txt" 2>&1; then
@@ -195,13 +198,14 @@ run_one() {
         return 1
     fi
     bench_ctxsw_snapshot "${pids[@]}" >"$file.cs-after"
+    seqno_after=$(bench_wsrep_var "$dir/node1/mariadbd.sock" wsrep_last_committed)
     read -r cs lost < <(bench_ctxsw_delta "$file.cs-before" "$file.cs-after")
     tps=$(bench_result "$file.txt" tps)
     trx=$(bench_result "$file.txt" transactions)
     avg=$(bench_result "$file.txt" avg)
     p95=$(bench_result "$file.txt" p95)
     errors=$(bench_result "$file.txt" errors)
-    if [[ -z $tps || -z $trx || -z $avg || -z $p95 ]]; then
+    if [[ -z $tps || ! $trx -gt 0 || -z $avg || -z $p95 || -z $seqno_before || -z $seqno_after ]]; then
         failed[$key]="no result in the sysbench report"
         echo "$case $workload $clients clients, round $round: FAILED, ${failed[$key]}"
         return 1
@@ -212,11 +216,15 @@ run_one() {
     p95_sum[$key]=$(awk -v a="${p95_sum[$key]:-0}" -v b="$p95" 'BEGIN { print a + b }')
     trx_sum[$key]=$((${trx_sum[$key]:-0} + trx))
     cs_sum[$key]=$((${cs_sum[$key]:-0} + cs))
+    # Writesets (seqnos) per transaction: 1 for these workloads, a check that every
+    # transaction really replicated.
+    ws_sum[$key]=$((${ws_sum[$key]:-0} + seqno_after - seqno_before))
     errors_sum[$key]=$((${errors_sum[$key]:-0} + ${errors:-0}))
     lost_sum[$key]=$((${lost_sum[$key]:-0} + lost))
-    printf '%-8s %-21s %2s clients, round %s: %8s TPS, avg %6s ms, p95 %6s ms, %6s cs/trx, %s errors%s\n' \
+    printf '%-8s %-21s %2s clients, round %s: %8s TPS, avg %7.3f ms, p95 %6s ms, %5.1f cs/trx, %.3f writesets/trx, %s errors%s\n' \
         "$case" "$workload" "$clients" "$round" "$tps" "$avg" "$p95" \
-        "$(awk -v s="$cs" -v n="$trx" 'BEGIN { if (n > 0) printf "%.1f", s / n; else print "n/a" }')" "${errors:-0}" \
+        "$(awk -v s="$cs" -v n="$trx" 'BEGIN { print s / n }')" \
+        "$(awk -v s="$((seqno_after - seqno_before))" -v n="$trx" 'BEGIN { print s / n }')" "${errors:-0}" \
         "$( ((lost > 0)) && echo ", $lost server threads exited during the run")"
 }
 
@@ -268,20 +276,22 @@ done
 echo "  TPS, avg and p95: mean over the rounds; cs/trx: context switches of the 3 mariadbd per transaction"
 echo
 echo "| workload | clients | Lockstep TPS | Galera TPS | TPS L/G | Lockstep avg ms | Galera avg ms | avg L/G |" \
-    "Lockstep p95 ms | Galera p95 ms | p95 L/G | Lockstep cs/trx | Galera cs/trx | cs/trx L/G | errors L, G |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    "Lockstep p95 ms | Galera p95 ms | p95 L/G | Lockstep cs/trx | Galera cs/trx | cs/trx L/G | errors L, G |" \
+    "writesets/trx L, G |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
 for workload in $workloads; do
     for clients in $clients_list; do
         l="lockstep/$workload/$clients" g="galera/$workload/$clients"
         lt=$(mean "$l" tps_sum) gt=$(mean "$g" tps_sum)
         la=$(mean "$l" avg_sum) ga=$(mean "$g" avg_sum)
         lp=$(mean "$l" p95_sum) gp=$(mean "$g" p95_sum)
-        lc=$(cs_per_trx "$l") gc=$(cs_per_trx "$g")
+        lc=$(per_trx "$l" cs_sum) gc=$(per_trx "$g" cs_sum)
         row="| $workload | $clients | $(fmt %.0f "$lt") | $(fmt %.0f "$gt") | $(ratio "$lt" "$gt")"
         row+=" | $(fmt %.3f "$la") | $(fmt %.3f "$ga") | $(ratio "$la" "$ga")"
         row+=" | $(fmt %.2f "$lp") | $(fmt %.2f "$gp") | $(ratio "$lp" "$gp")"
         row+=" | $(fmt %.1f "$lc") | $(fmt %.1f "$gc") | $(ratio "$lc" "$gc")"
-        row+=" | ${errors_sum[$l]:-n/a}, ${errors_sum[$g]:-n/a} |"
+        row+=" | ${errors_sum[$l]:-n/a}, ${errors_sum[$g]:-n/a}"
+        row+=" | $(fmt %.3f "$(per_trx "$l" ws_sum)"), $(fmt %.3f "$(per_trx "$g" ws_sum)") |"
         echo "$row"
     done
 done
