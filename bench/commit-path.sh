@@ -244,7 +244,7 @@ echo "== read-after-write: write on node 1, read on node 2, $raw_count writes pe
 declare -A raw_failed
 for ((round = 1; round <= rounds; round++)); do
     for case in $cases; do
-        if ! timeout --kill-after=10 600 "$python" bench/read-after-write.py run "$work/$case/node1/mariadbd.sock" \
+        if ! timeout --kill-after=10 600 "$python" -B bench/read-after-write.py run "$work/$case/node1/mariadbd.sock" \
             "$work/$case/node2/mariadbd.sock" "$raw_count" "$work/$case-raw.samples" >"$work/$case-raw-$round.log" 2>&1
         then
             raw_failed[$case]="round $round: $(tail -n 1 "$work/$case-raw-$round.log" | cut -c1-200)"
@@ -263,7 +263,7 @@ for case in $cases; do
         raw[$case/$kind/avg]=$avg
         raw[$case/$kind/p95]=$p95
         raw[$case/$kind/max]=$max
-    done < <("$python" bench/read-after-write.py summary "$work/$case-raw.samples")
+    done < <("$python" -B bench/read-after-write.py summary "$work/$case-raw.samples")
 done
 
 # ---- report
