@@ -32,10 +32,13 @@ bench_sysbench() {
         "--tables=$BENCH_TABLES" "--table-size=$BENCH_TABLE_SIZE" --db-ps-mode=disable "$@"
 }
 
-# bench_prepare SOCKET: creates and fills the sbtest database.
+# bench_prepare SOCKET: creates and fills the sbtest database. --auto_inc=off: ids 1..N
+# given by sysbench, as its runs expect; with AUTO_INCREMENT, a node of a 3-node cluster
+# (wsrep_auto_increment_control) hands out 1, 4, 7... and two thirds of the ids that runs pick
+# would match no row.
 bench_prepare() {
     bench_sql "$1" "CREATE DATABASE sbtest" &&
-        bench_sysbench oltp_write_only "$1" --threads=4 prepare >/dev/null
+        bench_sysbench oltp_write_only "$1" --threads=4 --auto_inc=off prepare >/dev/null
 }
 
 # bench_run WORKLOAD SOCKET THREADS SECONDS: the run's report on stdout.
@@ -44,10 +47,15 @@ bench_run() {
 }
 
 # bench_result FILE FIELD: FIELD of the sysbench report in FILE, one of
-#   tps (transactions per second), p95 (95th percentile latency, ms), errors (ignored errors).
+#   tps (transactions per second), transactions (their count), avg (average latency, ms),
+#   p95 (95th percentile latency, ms), errors (ignored errors).
 bench_result() {
     case $2 in
         tps) awk '/^ *transactions:/ { gsub(/\(/, "", $3); print $3 }' "$1" ;;
+        transactions) awk '/^ *transactions:/ { print $2 }' "$1" ;;
+        # sysbench prints the average with 2 decimals; the latency sum over the events is finer.
+        avg) awk '/^ *total number of events:/ { n = $5 } /^ *sum:/ { s = $2 }
+                  END { if (n > 0) printf "%.4f\n", s / n }' "$1" ;;
         p95) awk '/^ *95th percentile:/ { print $3 }' "$1" ;;
         errors) awk '/^ *ignored errors:/ { print $3 }' "$1" ;;
         *) return 1 ;;
@@ -86,4 +94,100 @@ bench_running() {
     local stat
     stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
     [[ $stat != *") "[ZX]* ]]
+}
+
+# bench_build [PROVIDER_TOO (yes)]: builds the lockstep CLI and, unless LOCKSTEP_PROVIDER names
+# one or PROVIDER_TOO is "no", the provider (never measure a stale library in place of the
+# current sources). Sets LOCKSTEP_PROVIDER and lockstep_unusable (empty, or why the Lockstep
+# provider cannot be measured). Fails only if there is no CLI at all.
+# shellcheck disable=SC2034 # lockstep_unusable is for the caller
+bench_build() {
+    lockstep_unusable=
+    if ! cargo build --release -p lockstep-cli; then
+        [[ -x $lockstep ]] || { echo "bench: cannot build $lockstep" >&2; return 1; }
+        echo "bench: building the lockstep CLI failed; using the existing $lockstep" >&2
+    fi
+    if [[ ${1:-yes} != no && -z ${LOCKSTEP_PROVIDER:-} ]]; then
+        LOCKSTEP_PROVIDER=$target_dir/release/liblockstep.so
+        cargo build --release -p lockstep-abi || lockstep_unusable="cargo build -p lockstep-abi failed"
+    fi
+}
+
+# bench_cluster_up DIR PROVIDER NODES LOG: `lockstep cluster up` in DIR, bounded (10 min),
+# its output in LOG. On failure, prints the reason (first error lines of LOG) and fails.
+bench_cluster_up() {
+    if ! timeout --kill-after=10 600 "$lockstep" cluster up --nodes "$3" --dir "$1" --provider "$2" >"$4" 2>&1; then
+        echo "$(grep -m1 '^error:' "$4") $(grep -m1 '\[ERROR\]' "$4" | sed 's/.*\[ERROR\] //' | cut -c1-200)"
+        return 1
+    fi
+}
+
+# bench_cluster_check DIR [SIZE (3)]: every node of the cluster in DIR is Synced in a primary
+# component of SIZE; waits up to 60 s for joiners to finish catching up. On failure, prints
+# the first node that is not and its state.
+bench_cluster_check() {
+    local size=${2:-3} socket state name deadline=$((SECONDS + 60))
+    for socket in "$1"/node*/mariadbd.sock; do
+        while :; do
+            state=$(for name in wsrep_cluster_size wsrep_cluster_status wsrep_local_state_comment; do
+                bench_wsrep_var "$socket" "$name" 2>&1 | head -c 80
+            done | paste -sd' ')
+            [[ $state == "$size Primary Synced" ]] && break
+            if ((SECONDS > deadline)); then
+                echo "$(basename "$(dirname "$socket")"): size, status, state = $state"
+                return 1
+            fi
+            sleep 0.2
+        done
+    done
+}
+
+# bench_converged DIR [SECONDS (60)]: waits for every node of the cluster in DIR to reach the
+# same wsrep_last_committed. On failure, prints each node's value.
+bench_converged() {
+    local deadline=$((SECONDS + ${2:-60})) values socket
+    while :; do
+        values=$(for socket in "$1"/node*/mariadbd.sock; do bench_wsrep_var "$socket" wsrep_last_committed; done |
+            paste -sd' ')
+        [[ $(tr ' ' '\n' <<<"$values" | sort -u | wc -l) == 1 ]] && return 0
+        ((SECONDS > deadline)) && { echo "$values"; return 1; }
+        sleep 0.2
+    done
+}
+
+# bench_server_pids DIR: the pid of every running mariadbd of the cluster in DIR, one a line.
+bench_server_pids() {
+    local pid_file pid
+    for pid_file in "$1"/node*/mariadbd.pid; do
+        pid=$(cat "$pid_file" 2>/dev/null) && bench_running "$pid" && echo "$pid"
+    done
+}
+
+# Context switches of whole processes, as seen from outside.
+#
+# /proc/PID/status's voluntary_ctxt_switches and nonvoluntary_ctxt_switches count the main
+# thread only (the kernel prints that task's own nvcsw/nivcsw), and /proc/PID/stat has no
+# context-switch field at all. A process's total is the sum over its threads,
+# /proc/PID/task/TID/status. The counts of a thread that has exited are folded into the
+# process's signal struct, which only getrusage(RUSAGE_SELF) inside the process reads: from
+# outside they are lost. So a snapshot records every thread's count, and a delta sums, per
+# thread, the increase of threads present in both snapshots plus the whole count of threads
+# born in between, and reports how many threads went away (whose switches between the two
+# snapshots it could not see). MariaDB keeps the threads of closed connections in its thread
+# cache (thread_cache_size, 151 here), so sysbench's connections are still there after a run.
+
+# bench_ctxsw_snapshot PID...: one line per thread, "PID/TID SWITCHES" (voluntary + involuntary).
+bench_ctxsw_snapshot() {
+    local pid
+    for pid in "$@"; do
+        # -s: a thread may exit between the glob and the read.
+        grep -s -H '^[a-z]*voluntary_ctxt_switches:' "/proc/$pid/task/"*/status
+    done | awk -F: '{ split($1, p, "/"); sum[p[3] "/" p[5]] += $3 } END { for (t in sum) print t, sum[t] }'
+}
+
+# bench_ctxsw_delta BEFORE AFTER: "SWITCHES LOST_THREADS" between two snapshot files.
+bench_ctxsw_delta() {
+    awk 'NR == FNR { before[$1] = $2; next }
+         { delta += ($1 in before) ? $2 - before[$1] : $2; seen[$1] = 1 }
+         END { for (t in before) if (!(t in seen)) lost++; print delta + 0, lost + 0 }' "$1" "$2"
 }

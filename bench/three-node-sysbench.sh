@@ -24,16 +24,7 @@ threads=${2:-8}
 cases=${BENCH_CASES:-lockstep galera standalone}
 workloads=${BENCH_WORKLOADS:-oltp_write_only oltp_update_non_index}
 
-if ! cargo build --release -p lockstep-cli; then
-    [[ -x $lockstep ]] || { echo "bench: cannot build $lockstep" >&2; exit 1; }
-    echo "bench: building the lockstep CLI failed; using the existing $lockstep" >&2
-fi
-lockstep_unusable=
-if [[ " $cases " == *" lockstep "* && -z ${LOCKSTEP_PROVIDER:-} ]]; then
-    LOCKSTEP_PROVIDER=$target_dir/release/liblockstep.so
-    # Never measure a stale library in place of the current sources.
-    cargo build --release -p lockstep-abi || lockstep_unusable="cargo build -p lockstep-abi failed"
-fi
+if [[ " $cases " == *" lockstep "* ]]; then bench_build yes; else bench_build no; fi || exit 1
 
 work=$(mktemp -d /tmp/lockstep-bench3.XXXXXX)
 # shellcheck disable=SC2317 # invoked by the EXIT trap
@@ -63,32 +54,6 @@ fail() {
     done
 }
 
-# cluster_check DIR: every node of the cluster in DIR is Synced in a primary component of 3.
-cluster_check() {
-    local socket state name
-    for socket in "$1"/node*/mariadbd.sock; do
-        state=$(for name in wsrep_cluster_size wsrep_cluster_status wsrep_local_state_comment; do
-            bench_wsrep_var "$socket" "$name" 2>&1 | head -c 80
-        done | paste -sd' ')
-        if [[ $state != "3 Primary Synced" ]]; then
-            echo "$(basename "$(dirname "$socket")"): size, status, state = $state"
-            return 1
-        fi
-    done
-}
-
-# converged DIR: waits up to 60 s for every node to reach the same wsrep_last_committed.
-converged() {
-    local deadline=$((SECONDS + 60)) values
-    while :; do
-        values=$(for socket in "$1"/node*/mariadbd.sock; do bench_wsrep_var "$socket" wsrep_last_committed; done |
-            paste -sd' ')
-        [[ $(tr ' ' '\n' <<<"$values" | sort -u | wc -l) == 1 ]] && return 0
-        ((SECONDS > deadline)) && { echo "$values"; return 1; }
-        sleep 0.5
-    done
-}
-
 run_case() {
     local case=$1 dir=$work/$1 provider socket report workload
     echo
@@ -106,15 +71,13 @@ run_case() {
                 fail "$case" "$lockstep_unusable"
                 return
             fi
-            if ! timeout --kill-after=10 600 "$lockstep" cluster up --nodes 3 --dir "$dir" --provider "$provider" \
-                >"$work/$case-up.log" 2>&1; then
+            local problem
+            if ! problem=$(bench_cluster_up "$dir" "$provider" 3 "$work/$case-up.log"); then
                 tail -n 15 "$work/$case-up.log" >&2
-                fail "$case" "no 3-node cluster: $(grep -m1 '^error:' "$work/$case-up.log") \
-$(grep -m1 '\[ERROR\]' "$work/$case-up.log" | sed 's/.*\[ERROR\] //' | cut -c1-200)"
+                fail "$case" "no 3-node cluster: $problem"
                 return
             fi
-            local problem
-            if ! problem=$(cluster_check "$dir"); then
+            if ! problem=$(bench_cluster_check "$dir" 3); then
                 fail "$case" "no 3-node primary cluster: $problem"
                 return
             fi
@@ -146,7 +109,7 @@ $(bench_wsrep_var "$socket" wsrep_provider_version)"
     done
     if [[ $case != standalone ]]; then
         local values
-        if values=$(converged "$dir"); then
+        if values=$(bench_converged "$dir" 60); then
             echo "every node at wsrep_last_committed $(bench_wsrep_var "$socket" wsrep_last_committed)"
         else
             fail "$case" "nodes did not converge: wsrep_last_committed $values"
