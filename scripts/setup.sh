@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building and testing Lockstep needs on a Debian 12 machine, as root: MariaDB
-# 10.11 with Galera 4 (the reference provider), sysbench, rsync (SST), MariaDB's mtr suites and
-# python3 (licence check). Idempotent; quick when everything is present.
+# 10.11 with Galera 4 (the reference provider), sysbench, rsync (SST), MariaDB's mtr suites,
+# openssl (the certificates of `lockstep cluster up`) and python3 (licence check). Idempotent;
+# quick when everything is present.
 set -euo pipefail
 
-packages=(mariadb-server mariadb-client galera-4 sysbench rsync mariadb-test mariadb-test-data)
+packages=(mariadb-server mariadb-client galera-4 sysbench rsync mariadb-test mariadb-test-data openssl)
 command -v python3 >/dev/null || packages+=(python3)
 
 missing=()
