@@ -16,10 +16,11 @@ use rustls::client::verify_server_cert_signed_by_trust_anchor;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
 use rustls::{
-    ClientConfig, ClientConnection, ConnectionCommon, DigitallySignedStruct, RootCertStore, ServerConfig,
-    ServerConnection, SideData, SignatureScheme, StreamOwned, SupportedCipherSuite,
+    ClientConfig, ClientConnection, ConnectionCommon, DigitallySignedStruct, DistinguishedName, RootCertStore,
+    ServerConfig, ServerConnection, SideData, SignatureScheme, StreamOwned, SupportedCipherSuite,
 };
 use std::collections::HashSet;
 use std::fmt;
@@ -121,18 +122,22 @@ impl Contexts {
                 config.key.display()
             ))
         })?;
+        let pinned = read_pem_all::<CertificateDer<'static>>(&config.ca, "socket.ssl_ca", "certificate")?;
         let mut roots = RootCertStore::empty();
-        for ca in read_pem_all::<CertificateDer<'static>>(&config.ca, "socket.ssl_ca", "certificate")? {
-            roots.add(ca).map_err(|e| TlsError(format!("socket.ssl_ca {}: {e}", config.ca.display())))?;
+        for ca in &pinned {
+            roots.add(ca.clone()).map_err(|e| TlsError(format!("socket.ssl_ca {}: {e}", config.ca.display())))?;
         }
         let roots = Arc::new(roots);
         let provider = Arc::new(provider(&config.ciphers)?);
         let versions = &[&rustls::version::TLS13];
-        let peers_ca =
-            Arc::new(ClusterCa { roots: roots.clone(), algorithms: provider.signature_verification_algorithms });
-        let client_verifier = WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
-            .build()
-            .map_err(|e| TlsError(format!("socket.ssl_ca {}: {e}", config.ca.display())))?;
+        let algorithms = provider.signature_verification_algorithms;
+        let peers_ca = Arc::new(ClusterCa { roots: roots.clone(), pinned: pinned.clone(), algorithms });
+        let client_verifier = Arc::new(ClusterClients {
+            webpki: WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
+                .build()
+                .map_err(|e| TlsError(format!("socket.ssl_ca {}: {e}", config.ca.display())))?,
+            pinned,
+        });
 
         // Our own certificate must pass the checks peers make of it, both ways round; finding
         // out here beats every peer refusing us.
@@ -218,7 +223,65 @@ fn suite_name_matches(suite: SupportedCipherSuite, name: &str) -> bool {
 #[derive(Debug)]
 struct ClusterCa {
     roots: Arc<RootCertStore>,
+    /// The certificates of `socket.ssl_ca` themselves: see [`is_pinned`].
+    pinned: Vec<CertificateDer<'static>>,
     algorithms: WebPkiSupportedAlgorithms,
+}
+
+/// A peer showing exactly a certificate of `socket.ssl_ca` is accepted, as OpenSSL accepts
+/// it: Galera setups (mtr's `galera_ssl` among them) use one self-signed CA certificate as
+/// every node's certificate and CA, which webpki alone refuses as a CA used as an end
+/// entity. The handshake still proves the peer holds that certificate's key; validity
+/// dates of such a certificate are not checked.
+fn is_pinned(pinned: &[CertificateDer<'_>], end_entity: &CertificateDer<'_>) -> bool {
+    pinned.iter().any(|c| c.as_ref() == end_entity.as_ref())
+}
+
+/// Verifies a dialing peer's certificate: webpki against the CA, or pinned.
+#[derive(Debug)]
+struct ClusterClients {
+    webpki: Arc<dyn ClientCertVerifier>,
+    pinned: Vec<CertificateDer<'static>>,
+}
+
+impl ClientCertVerifier for ClusterClients {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.webpki.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        if is_pinned(&self.pinned, end_entity) {
+            return Ok(ClientCertVerified::assertion());
+        }
+        self.webpki.verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
 }
 
 impl ServerCertVerifier for ClusterCa {
@@ -230,6 +293,9 @@ impl ServerCertVerifier for ClusterCa {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if is_pinned(&self.pinned, end_entity) {
+            return Ok(ServerCertVerified::assertion());
+        }
         let cert = ParsedCertificate::try_from(end_entity)?;
         verify_server_cert_signed_by_trust_anchor(&cert, &self.roots, intermediates, now, self.algorithms.all)?;
         Ok(ServerCertVerified::assertion())

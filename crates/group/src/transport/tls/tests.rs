@@ -99,8 +99,8 @@ fn a_dialer_without_a_certificate_is_refused() {
         roots.add(ca).unwrap();
     }
     let provider = Arc::new(provider("").unwrap());
-    let verifier =
-        Arc::new(ClusterCa { roots: Arc::new(roots), algorithms: provider.signature_verification_algorithms });
+    let algorithms = provider.signature_verification_algorithms;
+    let verifier = Arc::new(ClusterCa { roots: Arc::new(roots), pinned: Vec::new(), algorithms });
     let anonymous = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .unwrap()
@@ -207,4 +207,45 @@ fn refusals_are_logged_once_per_address_until_it_authenticates() {
     assert!(refusals.refused("n1", Some(SocketAddr::from(([127, 0, 0, 8], 1000))), &TransportError::PlainPeer));
     refusals.authenticated(peer(2000));
     assert!(refusals.refused("n1", peer(1002), &TransportError::PlainPeer));
+}
+
+#[test]
+fn a_self_signed_ca_certificate_as_every_node_certificate_and_ca_works_as_with_openssl() {
+    // mtr's galera_ssl: socket.ssl_cert = cacert.pem (CA:TRUE), socket.ssl_ca defaulting to it.
+    let dir = std::env::temp_dir().join(format!("lockstep-tls-pinned-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (key, cert) = (dir.join("key.pem"), dir.join("cert.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-new",
+            "-nodes",
+            "-days",
+            "2",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .args(["-subj", "/CN=selfsigned", "-config", "/dev/null", "-addext", "basicConstraints=critical,CA:TRUE"])
+        .output();
+    if !made.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: no openssl command to make a self-signed certificate");
+        return;
+    }
+    let node = || {
+        Tls::load(TlsConfig { key: key.clone(), cert: cert.clone(), ca: cert.clone(), ciphers: String::new() }).unwrap()
+    };
+    let (dialer, acceptor) = connect(Some(node()), Some(node()));
+    dialer.unwrap();
+    assert_eq!(acceptor.unwrap(), b"hello");
+    // Pinning is by the exact certificate: a node of CA a is still refused.
+    let (_, acceptor) = connect(Some(tls("a-node1", "a")), Some(node()));
+    assert!(acceptor.is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
