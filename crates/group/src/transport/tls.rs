@@ -471,8 +471,8 @@ pub struct Refusals {
 }
 
 impl Refusals {
-    /// Logs `error` as the reason `what` refused a connection from `peer`, once per address;
-    /// whether it did.
+    /// Logs `error` as the reason `what` dropped a connection from `peer` (refused it before
+    /// its hello, or later for a bad record), once per address; whether it did.
     pub fn refused(&self, what: &str, peer: Option<SocketAddr>, error: &TransportError) -> bool {
         let Some(peer) = peer else { return false };
         let mut logged = self.logged.lock().expect("not poisoned");
@@ -481,7 +481,10 @@ impl Refusals {
         }
         let first = logged.insert(peer.ip());
         if first {
-            log::warn!("{what} refused a connection from {}: {error} (logged once per address)", peer.ip());
+            log::warn!(
+                "{what}: connection from {} dropped: {error} (logged once per address until one authenticates)",
+                peer.ip()
+            );
         }
         first
     }
