@@ -196,16 +196,6 @@ fn decode_part(body: &[u8], optimistic_pa: bool) -> Result<Option<Part>, DecodeE
     Ok(part)
 }
 
-/// Donor side on plain TCP: see [`send_with_tls`].
-pub fn send(
-    address: &str,
-    header: &Header,
-    items: impl IntoIterator<Item = Item>,
-    preload: &Preload,
-) -> io::Result<usize> {
-    send_with_tls(None, address, header, items, preload)
-}
-
 /// Donor side: sends the header, the items and the preload to `address`, over TLS with the
 /// node's contexts when it has them (the joiner must then have certificates of the same CA).
 pub fn send_with_tls(
@@ -273,11 +263,6 @@ pub struct Incoming {
 }
 
 impl Receiver {
-    /// Plain TCP: see [`Receiver::bind_with_tls`].
-    pub fn bind(address: &str) -> io::Result<Receiver> {
-        Self::bind_with_tls(address, None)
-    }
-
     /// Listens on `address`; with `tls` a donor must connect over TLS with a certificate of
     /// the cluster's CA.
     pub fn bind_with_tls(address: &str, tls: Option<Arc<Tls>>) -> io::Result<Receiver> {
@@ -450,7 +435,7 @@ mod tests {
 
     #[test]
     fn a_corrupted_frame_is_an_error_not_data() {
-        let receiver = Receiver::bind("127.0.0.1:0").unwrap();
+        let receiver = Receiver::bind_with_tls("127.0.0.1:0", None).unwrap();
         let address = receiver.local_addr().unwrap();
         let forger = std::thread::spawn(move || {
             let mut tcp = TcpStream::connect(address).unwrap();
