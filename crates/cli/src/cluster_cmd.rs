@@ -18,6 +18,9 @@ pub enum ClusterCommand {
         /// Extra wsrep_provider_options for every node, e.g. "gcs.fc_limit=32;gcache.size=64M".
         #[arg(long, default_value = "")]
         provider_options: String,
+        /// Group and IST traffic in plain TCP: no cluster CA, no certificates, no socket.ssl.
+        #[arg(long)]
+        no_tls: bool,
     },
     /// Print each node's wsrep status and ports.
     Status {
@@ -33,7 +36,9 @@ pub enum ClusterCommand {
 
 pub fn run(command: ClusterCommand) {
     let result = match command {
-        ClusterCommand::Up { nodes, dir, provider, provider_options } => up(nodes, dir, provider, provider_options),
+        ClusterCommand::Up { nodes, dir, provider, provider_options, no_tls } => {
+            up(nodes, dir, provider, provider_options, !no_tls)
+        }
         ClusterCommand::Status { dir } => status(dir),
         ClusterCommand::Down { dir } => down(dir),
     };
@@ -43,7 +48,7 @@ pub fn run(command: ClusterCommand) {
     }
 }
 
-fn up(node_count: usize, dir: PathBuf, provider: Option<PathBuf>, provider_options: String) -> Result<()> {
+fn up(node_count: usize, dir: PathBuf, provider: Option<PathBuf>, provider_options: String, tls: bool) -> Result<()> {
     let mut cluster = if dir.join("cluster.state").exists() {
         println!("restarting the cluster in {}", dir.display());
         Cluster::open(&dir)?
@@ -53,6 +58,7 @@ fn up(node_count: usize, dir: PathBuf, provider: Option<PathBuf>, provider_optio
             node_count,
             provider: provider.unwrap_or_else(default_provider),
             provider_options,
+            tls,
         })?
     };
     for node in &cluster.nodes {

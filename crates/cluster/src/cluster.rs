@@ -1,4 +1,5 @@
 //! A local cluster: N nodes under one directory, described by `DIR/cluster.state`.
+use crate::certs::{self, NodeTls};
 use crate::error::{Error, Result};
 use crate::node::{Node, NodeConfig};
 use crate::ports::{allocate_node_ports, NodePorts};
@@ -6,6 +7,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 const STATE_FILE: &str = "cluster.state";
+/// The CA and node certificates, under the cluster directory.
+const TLS_DIR: &str = "tls";
 const CLUSTER_NAME: &str = "lockstep";
 
 /// What to build.
@@ -16,6 +19,8 @@ pub struct ClusterSpec {
     pub provider: PathBuf,
     /// Extra `wsrep_provider_options` for every node (`key=value;...`), may be empty.
     pub provider_options: String,
+    /// Make a cluster CA and node certificates and turn TLS on (`socket.ssl*`).
+    pub tls: bool,
 }
 
 pub struct Cluster {
@@ -45,9 +50,14 @@ impl Cluster {
         let layout = Layout {
             provider: absolute(&spec.provider)?,
             provider_options: spec.provider_options.clone(),
+            tls: spec.tls,
             ports: (0..spec.node_count).map(|_| allocate_node_ports()).collect::<Result<Vec<_>>>()?,
         };
         let cluster = Cluster::from_layout(&dir, &layout);
+        if layout.tls {
+            let names: Vec<String> = cluster.nodes.iter().map(|n| n.name().to_string()).collect();
+            certs::create(&dir.join(TLS_DIR), &names)?;
+        }
         for node in &cluster.nodes {
             node.initialize()?;
         }
@@ -88,6 +98,7 @@ impl Cluster {
                     cluster_name: CLUSTER_NAME.to_string(),
                     cluster_address: cluster_address.clone(),
                     provider_options: layout.provider_options.clone(),
+                    tls: layout.tls.then(|| NodeTls::at(&dir.join(TLS_DIR), &name)),
                 };
                 Node::new(dir.join(name), config)
             })
@@ -130,6 +141,7 @@ impl Cluster {
 struct Layout {
     provider: PathBuf,
     provider_options: String,
+    tls: bool,
     ports: Vec<NodePorts>,
 }
 
@@ -137,9 +149,10 @@ impl Layout {
     fn render(&self) -> String {
         let mut text = format!(
             "# Local Lockstep cluster layout, written by `lockstep cluster up`.\n\
-             provider {}\nprovider_options {}\n",
+             provider {}\nprovider_options {}\ntls {}\n",
             self.provider.display(),
-            self.provider_options
+            self.provider_options,
+            if self.tls { "yes" } else { "no" }
         );
         for p in &self.ports {
             text.push_str(&format!("node client_port={} group_port={} sst_port={}\n", p.client, p.group, p.sst));
@@ -148,12 +161,14 @@ impl Layout {
     }
 
     fn parse(text: &str) -> Option<Layout> {
-        let (mut provider, mut provider_options, mut ports) = (None, String::new(), Vec::new());
+        // A state file without a `tls` line predates TLS: its nodes run without.
+        let (mut provider, mut provider_options, mut tls, mut ports) = (None, String::new(), false, Vec::new());
         for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
             let (key, rest) = line.split_once(' ').unwrap_or((line, ""));
             match key {
                 "provider" => provider = Some(PathBuf::from(rest)),
                 "provider_options" => provider_options = rest.to_string(),
+                "tls" => tls = rest == "yes",
                 "node" => {
                     let port = |name: &str| {
                         rest.split(' ').find_map(|field| field.strip_prefix(name)?.strip_prefix('='))?.parse().ok()
@@ -167,7 +182,7 @@ impl Layout {
                 _ => return None,
             }
         }
-        Some(Layout { provider: provider?, provider_options, ports })
+        Some(Layout { provider: provider?, provider_options, tls, ports })
     }
 }
 
@@ -195,12 +210,15 @@ mod tests {
         let layout = Layout {
             provider: PathBuf::from("/usr/lib/galera/libgalera_smm.so"),
             provider_options: "gcs.fc_limit=32;gcache.size=64M".into(),
+            tls: true,
             ports: vec![
                 NodePorts { client: 23000, group: 23001, sst: 23003 },
                 NodePorts { client: 23004, group: 23005, sst: 23007 },
             ],
         };
         assert_eq!(Layout::parse(&layout.render()), Some(layout));
+        let older = Layout::parse("provider /x.so\nprovider_options \nnode client_port=1 group_port=2 sst_port=3\n");
+        assert!(!older.expect("a state file from before TLS").tls);
         assert_eq!(Layout::parse("provider /x.so\nnode client_port=1\n"), None);
     }
 }

@@ -3,11 +3,13 @@
 //! and `--wsrep-recover`.
 //!
 //! Layout of a cluster directory `DIR`:
-//! - `DIR/cluster.state`: provider, extra provider options and each node's ports;
+//! - `DIR/cluster.state`: provider, extra provider options, TLS on or off and each node's ports;
+//! - `DIR/tls/`: the cluster CA and each node's key and certificate (when TLS is on);
 //! - `DIR/nodeI/`: `my.cnf`, `data/` (with the provider's `grastate.dat`), `mariadbd.sock`,
 //!   `mariadbd.pid`, `error.log`.
 //!
 //! The server is driven through the `mariadb` client binary, so no MySQL protocol crate is needed.
+mod certs;
 mod cluster;
 mod error;
 mod node;
@@ -15,6 +17,7 @@ mod ports;
 mod position;
 mod process;
 
+pub use certs::NodeTls;
 pub use cluster::{default_provider, Cluster, ClusterSpec};
 pub use error::{Error, Result};
 pub use node::{Node, NodeConfig, WsrepStatus};

@@ -1,4 +1,5 @@
 //! One local MariaDB node: its data directory, `my.cnf`, `mariadbd` process and status.
+use crate::certs::NodeTls;
 use crate::error::{Error, Result};
 use crate::ports::NodePorts;
 use crate::position::{parse_position, read_saved_state, Position, SavedState};
@@ -38,6 +39,8 @@ pub struct NodeConfig {
     pub cluster_address: String,
     /// Extra `wsrep_provider_options` (Galera names, `key=value;...`), appended after ours.
     pub provider_options: String,
+    /// TLS files for group and IST traffic (`socket.ssl*`); None: plain TCP.
+    pub tls: Option<NodeTls>,
 }
 
 /// A node under `dir`: `dir/data`, `dir/my.cnf`, `dir/mariadbd.sock`, `dir/error.log`.
@@ -125,6 +128,10 @@ impl Node {
             p.group,
             p.ist()
         );
+        if let Some(tls) = &c.tls {
+            provider_options.push(';');
+            provider_options.push_str(&tls.provider_options());
+        }
         if !c.provider_options.is_empty() {
             provider_options.push(';');
             provider_options.push_str(&c.provider_options);

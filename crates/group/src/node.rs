@@ -5,7 +5,7 @@ use crate::cache::{FileStore, LogStore};
 use crate::config::GroupConfig;
 use crate::member::{Member, Status};
 use crate::message::{Body, Message};
-use crate::transport::Transport;
+use crate::transport::{Tls, TlsError, Transport};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError};
 use std::collections::BTreeMap;
 use std::io;
@@ -141,19 +141,39 @@ pub struct GroupNode {
     shared: Arc<Mutex<Shared>>,
     driver: Option<JoinHandle<()>>,
     transport: Arc<Transport>,
+    tls: Option<Arc<Tls>>,
 }
 
 impl GroupNode {
-    /// Starts a node whose deliveries are read with [`GroupNode::recv_delivered`].
+    /// Starts a node on plain TCP whose deliveries are read with
+    /// [`GroupNode::recv_delivered`]: group traffic neither encrypted nor authenticated.
     pub fn start(config: NodeConfig) -> io::Result<Self> {
+        Self::start_with_tls(config, None)
+    }
+
+    /// Like [`GroupNode::start`], with TLS when `tls` is given (see
+    /// [`GroupNode::start_with_sink_and_tls`]).
+    pub fn start_with_tls(config: NodeConfig, tls: Option<Arc<Tls>>) -> io::Result<Self> {
         let (delivered_tx, deliveries) = mpsc::sync_channel(DELIVERY_QUEUE);
-        let mut node = Self::start_with_sink(config, Box::new(ChannelSink(delivered_tx, None)))?;
+        let mut node = Self::start_with_sink_and_tls(config, Box::new(ChannelSink(delivered_tx, None)), tls)?;
         node.deliveries = Some(Mutex::new(deliveries));
         Ok(node)
     }
 
-    /// Starts a node that hands every delivery to `sink` on its driver thread.
+    /// Starts a node on plain TCP that hands every delivery to `sink` on its driver thread.
     pub fn start_with_sink(config: NodeConfig, sink: Box<dyn DeliverySink>) -> io::Result<Self> {
+        Self::start_with_sink_and_tls(config, sink, None)
+    }
+
+    /// Starts a node that hands every delivery to `sink` on its driver thread; with `tls`
+    /// every group connection is TLS and each peer must show a certificate signed by the
+    /// cluster's CA. The same `Tls` can serve the application's other connections (state
+    /// transfers), so [`GroupNode::reload_tls`] renews both.
+    pub fn start_with_sink_and_tls(
+        config: NodeConfig,
+        sink: Box<dyn DeliverySink>,
+        tls: Option<Arc<Tls>>,
+    ) -> io::Result<Self> {
         let segment_bytes = (config.group.gcache_bytes / 8).max(1 << 20);
         if config.bootstrap.is_some() && FileStore::wipe(&config.data_dir)? {
             log::info!("{}: bootstrapping a new cluster: the old cache was discarded", config.info.id);
@@ -178,6 +198,7 @@ impl GroupNode {
             &config.group.cluster_name,
             &config.listen,
             config.group.max_record_bytes(),
+            tls.clone(),
             move |m| {
                 let _ = incoming.lock().expect("not poisoned").send(Event::Incoming(m));
             },
@@ -204,7 +225,7 @@ impl GroupNode {
             started: Instant::now(),
         };
         let handle = thread::Builder::new().name(format!("{}-driver", config.info.id)).spawn(move || driver.run())?;
-        Ok(Self { events, deliveries: None, shared, driver: Some(handle), transport })
+        Ok(Self { events, deliveries: None, shared, driver: Some(handle), transport, tls })
     }
 
     /// Orders a writeset; blocks until it has its seqno (or cannot get one).
@@ -288,6 +309,21 @@ impl GroupNode {
 
     pub fn local_addr(&self) -> std::net::SocketAddr {
         self.transport.local_addr()
+    }
+
+    /// The TLS contexts the node was started with (None: plain TCP).
+    pub fn tls(&self) -> Option<&Arc<Tls>> {
+        self.tls.as_ref()
+    }
+
+    /// Galera's `socket.ssl_reload`: re-reads the certificate, key and CA files for the
+    /// connections opened from now on; open ones keep theirs. On error the old files stay in
+    /// use. Returns false when the node runs without TLS (nothing to reload).
+    pub fn reload_tls(&self) -> Result<bool, TlsError> {
+        let Some(tls) = &self.tls else { return Ok(false) };
+        tls.reload()?;
+        log::info!("{}: TLS certificates reloaded from {}", self.status().id, tls.config().cert.display());
+        Ok(true)
     }
 }
 

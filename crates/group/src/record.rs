@@ -35,6 +35,8 @@ pub enum RecordKind {
     HardState = 4,
     /// Group state at the purge boundary of the cache (disk).
     Snapshot = 5,
+    /// One frame of an incremental state transfer between provider nodes (wire).
+    StateTransfer = 6,
 }
 
 impl RecordKind {
@@ -45,6 +47,7 @@ impl RecordKind {
             3 => Self::Entry,
             4 => Self::HardState,
             5 => Self::Snapshot,
+            6 => Self::StateTransfer,
             _ => return None,
         })
     }
@@ -98,16 +101,23 @@ pub struct Header {
 /// Encodes `body` as one record.
 pub fn encode(kind: RecordKind, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_BYTES + body.len());
-    out.extend_from_slice(&MAGIC);
-    out.push(FORMAT_VERSION);
-    out.push(kind as u8);
-    out.extend_from_slice(&[0, 0]);
-    let body_len = u32::try_from(body.len()).expect("record bodies are bounded far below 4 GiB");
-    out.extend_from_slice(&body_len.to_le_bytes());
-    out.extend_from_slice(&crc32c(body).to_le_bytes());
-    let header_crc = crc32c(&out[..16]);
-    out.extend_from_slice(&header_crc.to_le_bytes());
+    out.extend_from_slice(&encode_header(kind, body));
     out.extend_from_slice(body);
+    out
+}
+
+/// The header of the record holding `body`, for writers that send a large body without
+/// copying it.
+pub fn encode_header(kind: RecordKind, body: &[u8]) -> [u8; HEADER_BYTES] {
+    let mut out = [0u8; HEADER_BYTES];
+    out[0..4].copy_from_slice(&MAGIC);
+    out[4] = FORMAT_VERSION;
+    out[5] = kind as u8;
+    let body_len = u32::try_from(body.len()).expect("record bodies are bounded far below 4 GiB");
+    out[8..12].copy_from_slice(&body_len.to_le_bytes());
+    out[12..16].copy_from_slice(&crc32c(body).to_le_bytes());
+    let header_crc = crc32c(&out[..16]);
+    out[16..20].copy_from_slice(&header_crc.to_le_bytes());
     out
 }
 

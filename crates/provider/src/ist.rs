@@ -5,22 +5,36 @@
 //! `at` (the preload), so that the joiner certifies what follows exactly as every member.
 //! When the cache no longer holds the gap only the preload travels, and the server's SST
 //! script moves the data. See docs/design/replication.md, "Joining and rejoining".
+//!
+//! Every frame is a checked record of the group's format (`lockstep_group::record`: length
+//! and CRC-32C of header and body), so a corrupted transfer is an error, never applied. With
+//! the node's TLS contexts the connection is TLS and both ends verify each other's
+//! certificate against the cluster's CA, as group connections do. The joiner reads the
+//! header within the handshake deadline and answers it with a ready frame before the donor
+//! sends more (so a donor whose certificate it refused learns so); a connection that fails
+//! either step is closed and logged (once per address) and the joiner keeps waiting.
 use crate::certification::CertificationIndex;
 use crate::types::{Seqno, Uuid};
 use lockstep_group::codec::{DecodeError, Reader, Writer};
+use lockstep_group::record::{self, RecordKind};
+use lockstep_group::transport::{self, tls, Bounded, Refusals, Side, Stream, Tls, TransportError};
 use lockstep_group::MemberId;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MAGIC: &[u8; 8] = b"LSIST\x00\x00\x01";
+/// Version 2: record frames (version 1 had bare length prefixes).
+const MAGIC: &[u8; 8] = b"LSIST\x00\x00\x02";
 const HEADER: u8 = 1;
 const WRITESET: u8 = 2;
 const SKIPPED: u8 = 3;
 const PRELOAD: u8 = 4;
 const END: u8 = 5;
+/// The joiner's answer to the header: it accepted the connection (and the donor's certificate).
+const READY: u8 = 6;
 /// Writesets are bounded by `wsrep_max_ws_size` (2 GiB); anything longer is corrupt.
-const MAX_FRAME: usize = 1 << 31;
+const MAX_FRAME: u32 = 1 << 31;
 const IO_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the donor is about to send.
@@ -73,20 +87,27 @@ fn invalid(e: DecodeError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e)
 }
 
+fn transport_error(e: TransportError) -> io::Error {
+    match e {
+        TransportError::Io(e) => e,
+        e => io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+    }
+}
+
 fn write_frame(out: &mut impl Write, body: &[u8]) -> io::Result<()> {
-    out.write_all(&u32::try_from(body.len()).map_err(|_| io::Error::other("frame too long"))?.to_le_bytes())?;
+    if body.len() > MAX_FRAME as usize {
+        return Err(io::Error::other("frame too long"));
+    }
+    out.write_all(&record::encode_header(RecordKind::StateTransfer, body))?;
     out.write_all(body)
 }
 
-fn read_frame(input: &mut impl Read) -> io::Result<Vec<u8>> {
-    let mut len = [0; 4];
-    input.read_exact(&mut len)?;
-    let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(invalid(DecodeError("frame too long")));
+/// One checked frame of at most `limit` bytes.
+fn read_frame(input: &mut impl Read, limit: u32) -> Result<Vec<u8>, TransportError> {
+    let (kind, body) = transport::read_record(input, limit)?;
+    if kind != RecordKind::StateTransfer {
+        return Err(TransportError::Unexpected("record kind in a state transfer"));
     }
-    let mut body = vec![0; len];
-    input.read_exact(&mut body)?;
     Ok(body)
 }
 
@@ -175,8 +196,10 @@ fn decode_part(body: &[u8], optimistic_pa: bool) -> Result<Option<Part>, DecodeE
     Ok(part)
 }
 
-/// Donor side: sends the header, the items and the preload to `address`.
-pub fn send(
+/// Donor side: sends the header, the items and the preload to `address`, over TLS with the
+/// node's contexts when it has them (the joiner must then have certificates of the same CA).
+pub fn send_with_tls(
+    tls: Option<&Tls>,
     address: &str,
     header: &Header,
     items: impl IntoIterator<Item = Item>,
@@ -186,11 +209,34 @@ pub fn send(
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no address for '{address}'")))?;
-    let stream = TcpStream::connect_timeout(&target, IO_TIMEOUT)?;
-    stream.set_write_timeout(Some(IO_TIMEOUT))?;
-    stream.set_nodelay(true)?;
+    let tcp = TcpStream::connect_timeout(&target, IO_TIMEOUT)?;
+    tcp.set_nodelay(true)?;
+    let deadline = Instant::now() + transport::HANDSHAKE_TIMEOUT;
+    let mut stream = tls::secure(tls, Side::Dialer, tcp, deadline).map_err(transport_error)?;
+    stream.tcp().set_write_timeout(Some(IO_TIMEOUT))?;
+    write_frame(&mut stream, &header.encode())?;
+    stream.flush()?;
+    let ready = read_frame(&mut Bounded { stream: &mut stream, deadline }, transport::HELLO_LIMIT_BYTES).map_err(
+        |e| match e {
+            TransportError::Io(e)
+                if matches!(e.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset) =>
+            {
+                io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    "the joiner closed the connection (are the socket.ssl settings alike on both nodes?)",
+                )
+            }
+            TransportError::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                io::Error::new(io::ErrorKind::TimedOut, "the joiner did not answer the header in time")
+            }
+            e => transport_error(e),
+        },
+    )?;
+    if ready != [READY] {
+        return Err(invalid(DecodeError("the joiner did not answer as a state transfer receiver")));
+    }
+    stream.tcp().set_read_timeout(None)?;
     let mut out = BufWriter::new(stream);
-    write_frame(&mut out, &header.encode())?;
     let mut sent = 0;
     for item in items {
         write_frame(&mut out, &item.encode())?;
@@ -205,34 +251,45 @@ pub fn send(
 /// Joiner side: the listening socket on `ist.recv_addr` (or `ist.recv_bind`).
 pub struct Receiver {
     listener: TcpListener,
+    tls: Option<Arc<Tls>>,
+    refusals: Refusals,
 }
 
-/// One donor's stream, read part by part.
+/// One donor's stream, its header already read, the rest read part by part.
 pub struct Incoming {
-    input: BufReader<TcpStream>,
+    input: BufReader<Stream>,
+    header: Header,
     pub peer: String,
 }
 
 impl Receiver {
-    pub fn bind(address: &str) -> io::Result<Receiver> {
+    /// Listens on `address`; with `tls` a donor must connect over TLS with a certificate of
+    /// the cluster's CA.
+    pub fn bind_with_tls(address: &str, tls: Option<Arc<Tls>>) -> io::Result<Receiver> {
         let listener = TcpListener::bind(address)?;
         listener.set_nonblocking(true)?;
-        Ok(Receiver { listener })
+        Ok(Receiver { listener, tls, refusals: Refusals::default() })
     }
 
     pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
         self.listener.local_addr()
     }
 
-    /// Waits for a donor until `deadline`, polling `go_on` (false: give up).
+    /// Waits for a donor until `deadline`, polling `go_on` (false: give up). A connection
+    /// that does not complete its handshake and header in time, or is refused by TLS, is
+    /// closed and logged, and the wait goes on.
     pub fn accept(&self, deadline: Instant, mut go_on: impl FnMut() -> bool) -> io::Result<Option<Incoming>> {
         loop {
             match self.listener.accept() {
-                Ok((stream, peer)) => {
-                    stream.set_nonblocking(false)?;
-                    stream.set_read_timeout(Some(IO_TIMEOUT))?;
-                    return Ok(Some(Incoming { input: BufReader::new(stream), peer: peer.to_string() }));
-                }
+                Ok((stream, peer)) => match self.open(stream) {
+                    Ok(incoming) => {
+                        self.refusals.authenticated(Some(peer));
+                        return Ok(Some(incoming));
+                    }
+                    Err(e) => {
+                        self.refusals.refused("the state transfer receiver", Some(peer), &e);
+                    }
+                },
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if !go_on() || Instant::now() >= deadline {
                         return Ok(None);
@@ -243,16 +300,35 @@ impl Receiver {
             }
         }
     }
+
+    /// One connection's handshake, header and ready frame, all before the handshake deadline;
+    /// until the header is in, frames are small.
+    fn open(&self, tcp: TcpStream) -> Result<Incoming, TransportError> {
+        let peer = tcp.peer_addr()?.to_string();
+        tcp.set_nonblocking(false)?;
+        let deadline = Instant::now() + transport::HANDSHAKE_TIMEOUT;
+        let mut stream = tls::secure(self.tls.as_deref(), Side::Acceptor, tcp, deadline)?;
+        let body = read_frame(&mut Bounded { stream: &mut stream, deadline }, transport::HELLO_LIMIT_BYTES)?;
+        let header = Header::decode(&body)?;
+        stream.tcp().set_write_timeout(Some(tls::remaining(deadline, "ready frame")?))?;
+        write_frame(&mut stream, &[READY])?;
+        stream.flush()?;
+        stream.tcp().set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.tcp().set_write_timeout(None)?;
+        Ok(Incoming { input: BufReader::new(stream), header, peer })
+    }
 }
 
 impl Incoming {
+    /// What the donor announced (read, within the handshake deadline, before `accept` returned).
     pub fn header(&mut self) -> io::Result<Header> {
-        Header::decode(&read_frame(&mut self.input)?).map_err(invalid)
+        Ok(self.header.clone())
     }
 
     /// The next part, or `None` at the end of the stream (after the preload).
     pub fn next_part(&mut self, optimistic_pa: bool) -> io::Result<Option<Part>> {
-        decode_part(&read_frame(&mut self.input)?, optimistic_pa).map_err(invalid)
+        let body = read_frame(&mut self.input, MAX_FRAME).map_err(transport_error)?;
+        decode_part(&body, optimistic_pa).map_err(invalid)
     }
 }
 
@@ -261,10 +337,7 @@ mod tests {
     use super::*;
     use crate::certification::{Candidate, Key, KeyType};
 
-    #[test]
-    fn a_stream_arrives_whole_and_a_cut_one_is_an_error() {
-        let receiver = Receiver::bind("127.0.0.1:0").unwrap();
-        let address = receiver.local_addr().unwrap().to_string();
+    fn preload() -> Preload {
         let mut index = CertificationIndex::new(10);
         let keys = [Key::new(vec![b"db".to_vec(), b"t".to_vec()], KeyType::Update)];
         let candidate = Candidate {
@@ -277,36 +350,108 @@ mod tests {
             implicit_deps: false,
         };
         index.certify(&candidate);
-        let preload =
-            Preload { index, cuts: vec![(MemberId(3), 9)], synced: vec![MemberId(1), MemberId(2)], barrier: 11 };
-        let header = Header { group: Uuid([9; 16]), at: 12, from: Some(11) };
-        let items =
-            vec![Item::Writeset { seqno: 11, bytes: b"ws".to_vec(), failed: false }, Item::Skipped { seqno: 12 }];
-        let sender = {
-            let (header, items, preload) = (header.clone(), items.clone(), preload.clone());
-            std::thread::spawn(move || send(&address, &header, items, &preload).unwrap())
+        Preload { index, cuts: vec![(MemberId(3), 9)], synced: vec![MemberId(1), MemberId(2)], barrier: 11 }
+    }
+
+    fn items() -> Vec<Item> {
+        vec![Item::Writeset { seqno: 11, bytes: b"ws".to_vec(), failed: false }, Item::Skipped { seqno: 12 }]
+    }
+
+    const HEADER: Header = Header { group: Uuid([9; 16]), at: 12, from: Some(11) };
+
+    /// The group crate's test certificates: `a-node1`, `a-node2` of CA `a`; `b-node1` of `b`.
+    fn tls(node: &str, ca: &str) -> Arc<Tls> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../group/src/transport/tls/testdata");
+        let config = lockstep_group::transport::TlsConfig {
+            key: dir.join(format!("{node}-key.pem")),
+            cert: dir.join(format!("{node}-cert.pem")),
+            ca: dir.join(format!("{ca}-ca.pem")),
+            ciphers: String::new(),
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut incoming = receiver.accept(deadline, || true).unwrap().expect("a donor");
-        assert_eq!(incoming.header().unwrap(), header);
+        Arc::new(Tls::load(config).unwrap())
+    }
+
+    fn spawn_donor(tls: Option<Arc<Tls>>, address: String) -> std::thread::JoinHandle<io::Result<usize>> {
+        std::thread::spawn(move || send_with_tls(tls.as_deref(), &address, &HEADER, items(), &preload()))
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(10)
+    }
+
+    /// Reads a whole stream: its items and preload.
+    fn receive(incoming: &mut Incoming) -> io::Result<(Vec<Item>, Option<Preload>)> {
         let mut received = Vec::new();
         let mut got_preload = None;
-        while let Some(part) = incoming.next_part(true).unwrap() {
+        while let Some(part) = incoming.next_part(true)? {
             match part {
                 Part::Item(item) => received.push(item),
                 Part::Preload(p) => got_preload = Some(p),
             }
         }
-        assert_eq!(sender.join().unwrap(), 2);
-        assert_eq!(received, items);
-        let got = got_preload.expect("preload");
-        assert_eq!((&got.cuts, &got.synced, got.index.size()), (&preload.cuts, &preload.synced, preload.index.size()));
-        assert_eq!(got.barrier, preload.barrier);
+        Ok((received, got_preload))
+    }
 
-        let body = preload.encode();
+    #[test]
+    fn a_stream_arrives_whole_in_plain_and_over_tls() {
+        for (donor, joiner) in [(None, None), (Some(tls("a-node1", "a")), Some(tls("a-node2", "a")))] {
+            let receiver = Receiver::bind_with_tls("127.0.0.1:0", joiner).unwrap();
+            let sender = spawn_donor(donor, receiver.local_addr().unwrap().to_string());
+            let mut incoming = receiver.accept(soon(), || true).unwrap().expect("a donor");
+            assert_eq!(incoming.header().unwrap(), HEADER);
+            let (received, got_preload) = receive(&mut incoming).unwrap();
+            assert_eq!(sender.join().unwrap().unwrap(), 2);
+            assert_eq!(received, items());
+            let (got, sent) = (got_preload.expect("preload"), preload());
+            assert_eq!((&got.cuts, &got.synced, got.index.size()), (&sent.cuts, &sent.synced, sent.index.size()));
+            assert_eq!(got.barrier, sent.barrier);
+        }
+
+        let body = preload().encode();
         for cut in 0..body.len() {
             assert!(decode_part(&body[..cut], true).is_err());
         }
         assert!(Header::decode(&Item::Skipped { seqno: 1 }.encode()).is_err());
+    }
+
+    #[test]
+    fn donors_refused_by_tls_fail_and_the_joiner_waits_on_for_a_good_one() {
+        let receiver = Receiver::bind_with_tls("127.0.0.1:0", Some(tls("a-node2", "a"))).unwrap();
+        let address = receiver.local_addr().unwrap().to_string();
+        let foreign = spawn_donor(Some(tls("b-node1", "b")), address.clone());
+        let plain = spawn_donor(None, address.clone());
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        assert!(receiver.accept(deadline, || true).unwrap().is_none(), "no stream accepted");
+        let foreign = foreign.join().unwrap().unwrap_err();
+        let plain = plain.join().unwrap().unwrap_err();
+        assert!(plain.to_string().contains("socket.ssl"), "{plain}");
+        assert!(!foreign.to_string().is_empty());
+
+        let good = spawn_donor(Some(tls("a-node1", "a")), address);
+        let mut incoming = receiver.accept(soon(), || true).unwrap().expect("the good donor");
+        assert_eq!(receive(&mut incoming).unwrap().0, items());
+        assert_eq!(good.join().unwrap().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_corrupted_frame_is_an_error_not_data() {
+        let receiver = Receiver::bind_with_tls("127.0.0.1:0", None).unwrap();
+        let address = receiver.local_addr().unwrap();
+        let forger = std::thread::spawn(move || {
+            let mut tcp = TcpStream::connect(address).unwrap();
+            write_frame(&mut tcp, &HEADER.encode()).unwrap();
+            let mut ready = vec![0u8; record::HEADER_BYTES + 1];
+            tcp.read_exact(&mut ready).unwrap();
+            let mut frame = Vec::new();
+            write_frame(&mut frame, &items()[0].encode()).unwrap();
+            let last = frame.len() - 1;
+            frame[last] ^= 1;
+            tcp.write_all(&frame).unwrap();
+            tcp
+        });
+        let mut incoming = receiver.accept(soon(), || true).unwrap().expect("a donor");
+        let _tcp = forger.join().unwrap();
+        let error = incoming.next_part(true).unwrap_err();
+        assert!(error.to_string().contains("checksum"), "{error}");
     }
 }

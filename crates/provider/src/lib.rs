@@ -15,6 +15,7 @@ mod provider;
 pub mod seqno_window;
 pub mod sim;
 pub mod state_transfer;
+pub mod tls_options;
 pub mod types;
 pub mod writeset;
 

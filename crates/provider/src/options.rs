@@ -3,7 +3,8 @@
 //! Names MariaDB, its mtr configs and operators pass must be accepted; an unknown name is
 //! refused with an error naming it. Values are checked by kind so that a malformed value is
 //! refused too. Hidden options (runtime triggers and TLS settings) are accepted but, as in
-//! Galera, not echoed: mtr compares the echoed string before and after a test.
+//! Galera, not echoed: mtr compares the echoed string before and after a test. Triggers
+//! (`socket.ssl_reload`) are checked but never stored: see [`triggered`].
 use crate::types::ParseError;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,14 +26,20 @@ struct Spec {
     kind: Kind,
     default: &'static str,
     hidden: bool,
+    /// An action, not a setting: validated, acted on by the provider, never stored.
+    trigger: bool,
 }
 
 const fn opt(name: &'static str, kind: Kind, default: &'static str) -> Spec {
-    Spec { name, kind, default, hidden: false }
+    Spec { name, kind, default, hidden: false, trigger: false }
 }
 
 const fn hidden(name: &'static str, kind: Kind, default: &'static str) -> Spec {
-    Spec { name, kind, default, hidden: true }
+    Spec { name, kind, default, hidden: true, trigger: false }
+}
+
+const fn trigger(name: &'static str, kind: Kind) -> Spec {
+    Spec { name, kind, default: "", hidden: true, trigger: true }
 }
 
 /// Defaults that depend on the node (`base_*`, directories, listen addresses) are filled in
@@ -124,6 +131,7 @@ const SPECS: &[Spec] = &[
     hidden("socket.ssl_compression", Kind::Bool, "no"),
     hidden("socket.ssl_key", Kind::Text, ""),
     hidden("socket.ssl_password_file", Kind::Text, ""),
+    trigger("socket.ssl_reload", Kind::Bool),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,7 +160,7 @@ impl Options {
     pub fn new(site: &NodeSite<'_>) -> Options {
         let (host, port) = split_host_port(site.node_address);
         let mut values = BTreeMap::new();
-        for spec in SPECS {
+        for spec in SPECS.iter().filter(|s| !s.trigger) {
             values.insert(spec.name, spec.default.to_string());
         }
         let dir = if site.data_dir.is_empty() { "./".to_string() } else { site.data_dir.to_string() };
@@ -188,6 +196,9 @@ impl Options {
                 .ok_or_else(|| OptionError(format!("unrecognized provider option '{key}'")))?;
             check_value(spec.kind, value)
                 .map_err(|e| OptionError(format!("bad value for provider option '{key}': {e}")))?;
+            if spec.trigger {
+                continue;
+            }
             listen_addr_given |= key == "gmcast.listen_addr";
             updated.values.insert(spec.name, value.to_string());
         }
@@ -207,7 +218,7 @@ impl Options {
         SPECS
             .iter()
             // Galera echoes a hidden option once it is given a value of its own.
-            .filter(|s| !s.hidden || self.values[s.name] != s.default)
+            .filter(|s| !s.trigger && (!s.hidden || self.values[s.name] != s.default))
             .map(|s| format!("{} = {}", s.name, self.values[s.name]))
             .collect::<Vec<_>>()
             .join("; ")
@@ -224,6 +235,18 @@ impl Options {
     pub fn size(&self, key: &str) -> u64 {
         parse_size(self.get(key)).unwrap_or(u64::MAX)
     }
+}
+
+/// The triggers `text` (as given to [`Options::apply`]) sets to a true value, such as
+/// `socket.ssl_reload` for `SET GLOBAL wsrep_provider_options='socket.ssl_reload=1'`.
+pub fn triggered(text: &str) -> Vec<&'static str> {
+    split_items(text)
+        .filter_map(|item| item.split_once('='))
+        .filter_map(|(key, value)| {
+            let spec = SPECS.iter().find(|s| s.trigger && s.name == key.trim())?;
+            parse_bool(value.trim()).unwrap_or(false).then_some(spec.name)
+        })
+        .collect()
 }
 
 /// Splits on `;`, dropping empty items; a value may not itself contain `;`.
@@ -344,6 +367,18 @@ mod tests {
         assert_eq!(o.render(), text, "setting and resetting a hidden option leaves the echo alone");
         o.apply("ist.recv_bind=127.0.0.1").unwrap();
         assert!(o.render().contains("ist.recv_bind = 127.0.0.1"), "a hidden option given a value is echoed");
+    }
+
+    #[test]
+    fn ssl_reload_is_a_trigger_checked_but_never_stored_or_echoed() {
+        let mut o = options();
+        let before = o.render();
+        o.apply("socket.ssl_reload=1").unwrap();
+        assert_eq!(o.render(), before);
+        assert_eq!(o.get("socket.ssl_reload"), "");
+        assert!(o.apply("socket.ssl_reload=maybe").is_err());
+        assert_eq!(triggered("gcs.fc_limit=9; socket.ssl_reload = YES"), vec!["socket.ssl_reload"]);
+        assert!(triggered("socket.ssl_reload=0").is_empty());
     }
 
     #[test]

@@ -28,9 +28,9 @@ impl TestCluster {
             provider.display()
         );
         let dir = scratch_dir(test_name);
-        let cluster =
-            Cluster::create(&ClusterSpec { dir, node_count, provider, provider_options: provider_options.to_string() })
-                .unwrap_or_else(|e| panic!("creating the test cluster failed: {e}"));
+        // As `lockstep cluster up` makes them: with TLS.
+        let spec = ClusterSpec { dir, node_count, provider, provider_options: provider_options.to_string(), tls: true };
+        let cluster = Cluster::create(&spec).unwrap_or_else(|e| panic!("creating the test cluster failed: {e}"));
         TestCluster { cluster }
     }
 

@@ -143,3 +143,37 @@ fn bootstrapping_over_an_old_cache_starts_a_new_cluster() {
     drop(node);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The transport's test certificates (`a-node1`, `a-node2` of CA `a`; `b-node1` of `b`).
+fn tls(node: &str, ca: &str) -> Option<Arc<Tls>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/transport/tls/testdata");
+    let config = crate::transport::TlsConfig {
+        key: dir.join(format!("{node}-key.pem")),
+        cert: dir.join(format!("{node}-cert.pem")),
+        ca: dir.join(format!("{ca}-ca.pem")),
+        ciphers: String::new(),
+    };
+    Some(Arc::new(Tls::load(config).unwrap()))
+}
+
+#[test]
+fn members_with_certificates_of_the_cluster_ca_form_a_group_and_others_stay_out() {
+    let dir = temp_dir("tls");
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let genesis = Genesis { history: [8; 16], base_seqno: 0 };
+    let first = GroupNode::start_with_tls(config(1, &ports, &dir, Some(genesis), 0), tls("a-node1", "a")).unwrap();
+    let second = GroupNode::start_with_tls(config(2, &ports, &dir, None, 0), tls("a-node2", "a")).unwrap();
+    let outsider = GroupNode::start_with_tls(config(3, &ports, &dir, None, 0), tls("b-node1", "b")).unwrap();
+    wait_for("a view of two", || {
+        [&first, &second].iter().all(|n| n.status().primary && n.status().view.members.len() == 2)
+    });
+    let seqno = second.submit(b"over tls".to_vec()).unwrap();
+    assert!(deliveries_until(&first, seqno).contains(&(seqno, "writeset", b"over tls".to_vec())));
+    assert!(!outsider.status().primary && !first.status().view.members.iter().any(|m| m.id == outsider.status().id));
+    assert!(first.reload_tls().unwrap(), "reloading the same files works");
+    drop((first, second, outsider));
+    let plain = GroupNode::start(config(1, &[free_port()], &dir.join("plain"), Some(genesis), 0)).unwrap();
+    assert!(!plain.reload_tls().unwrap(), "plain TCP: nothing to reload");
+    drop(plain);
+    let _ = std::fs::remove_dir_all(&dir);
+}

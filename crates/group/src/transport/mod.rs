@@ -1,24 +1,37 @@
-//! Our transport over TCP (TLS later): every frame is a `record` (length + checksums).
+//! Our transport over TCP, optionally TLS ([`tls`]): every frame is a `record` (length +
+//! checksums).
 //!
 //! Each member dials each peer once and uses that connection to send; it receives on the
-//! connections peers dialled to it. A connection opens with a `Hello` each way carrying
-//! the protocol version, the cluster name and the member id: a peer of another cluster
-//! is refused, and a seed address configured without an id is resolved to its member
-//! (`Transport::discover`). A record that fails its checks or does not decode drops the connection
-//! with a log line; nothing a peer sends can panic a member.
+//! connections peers dialled to it. A connection opens with the TLS handshake (when the node
+//! has certificates), then a `Hello` each way carrying the protocol version, the cluster name
+//! and the member id: a peer of another cluster is refused, and a seed address configured
+//! without an id is resolved to its member (`Transport::discover`). Until its hello is in, a
+//! connection is unauthenticated: it has [`HANDSHAKE_TIMEOUT`] in all, may send at most
+//! [`HELLO_LIMIT_BYTES`], and only [`MAX_UNAUTHENTICATED`] such connections may be open at
+//! once. A record that fails its checks or does not decode drops the connection with a log
+//! line; nothing a peer sends can panic a member.
 
 mod tcp;
+pub mod tls;
 
 pub use tcp::Transport;
+pub use tls::{Refusals, Side, Stream, Tls, TlsConfig, TlsError};
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::record::{self, RecordError, RecordKind};
 use crate::types::MemberId;
 use std::fmt;
 use std::io::{self, Read};
+use std::time::{Duration, Instant};
 
 /// Version of the message protocol above the record format.
 pub const PROTOCOL_VERSION: u32 = 1;
+/// From accepting a connection to its peer's hello, TLS handshake included.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest record accepted before the peer's hello.
+pub const HELLO_LIMIT_BYTES: u32 = 4096;
+/// Accepted connections still in their handshake; more are closed at once.
+pub const MAX_UNAUTHENTICATED: usize = 32;
 
 /// The first record on a connection, in both directions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,9 +62,20 @@ pub enum TransportError {
     Io(io::Error),
     Record(RecordError),
     Decode(DecodeError),
-    WrongCluster { ours: String, theirs: String },
+    WrongCluster {
+        ours: String,
+        theirs: String,
+    },
     WrongProtocol(u32),
     Unexpected(&'static str),
+    /// The TLS layer failed: a handshake error, or a certificate the cluster's CA refuses.
+    Tls(String),
+    /// A plain-TCP peer reached a node that requires TLS.
+    PlainPeer,
+    /// A TLS peer reached a node without certificates.
+    TlsPeer,
+    /// The named step did not finish in time.
+    Deadline(&'static str),
 }
 
 impl fmt::Display for TransportError {
@@ -65,6 +89,14 @@ impl fmt::Display for TransportError {
             }
             Self::WrongProtocol(v) => write!(f, "peer speaks protocol {v}, not {PROTOCOL_VERSION}"),
             Self::Unexpected(what) => write!(f, "unexpected {what}"),
+            Self::Tls(e) => write!(f, "TLS: {e}"),
+            Self::PlainPeer => {
+                write!(f, "the peer speaks plain TCP, but this node requires TLS (socket.ssl is on)")
+            }
+            Self::TlsPeer => {
+                write!(f, "the peer opened a TLS session, but this node has no certificates (socket.ssl is off)")
+            }
+            Self::Deadline(what) => write!(f, "{what} not finished in time"),
         }
     }
 }
@@ -98,9 +130,21 @@ pub fn read_record(stream: &mut impl Read, limit_bytes: u32) -> Result<(RecordKi
     Ok((header.kind, body))
 }
 
-/// Reads the peer's `Hello` and checks it against ours.
-pub fn read_hello(stream: &mut impl Read, ours: &Hello) -> Result<Hello, TransportError> {
-    let (kind, body) = read_record(stream, 4096)?;
+/// Reads the peer's `Hello` before `deadline` and checks it against ours.
+pub fn read_hello(stream: &mut Stream, ours: &Hello, deadline: Instant) -> Result<Hello, TransportError> {
+    let mut bounded = Bounded { stream, deadline };
+    let theirs = check_hello(&mut bounded, ours).map_err(|e| match e {
+        TransportError::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            TransportError::Deadline("hello")
+        }
+        e => e,
+    });
+    stream.tcp().set_read_timeout(None)?;
+    theirs
+}
+
+fn check_hello(stream: &mut impl Read, ours: &Hello) -> Result<Hello, TransportError> {
+    let (kind, body) = read_record(stream, HELLO_LIMIT_BYTES)?;
     if kind != RecordKind::Hello {
         return Err(TransportError::Unexpected("record before hello"));
     }
@@ -112,4 +156,22 @@ pub fn read_hello(stream: &mut impl Read, ours: &Hello) -> Result<Hello, Transpo
         return Err(TransportError::WrongCluster { ours: ours.cluster_name.clone(), theirs: theirs.cluster_name });
     }
     Ok(theirs)
+}
+
+/// Reads from a stream, each read waiting only until `deadline`: a peer trickling bytes
+/// cannot stretch a bounded step.
+pub struct Bounded<'a> {
+    pub stream: &'a mut Stream,
+    pub deadline: Instant,
+}
+
+impl Read for Bounded<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.tcp().set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
 }

@@ -2,7 +2,8 @@
 //! connection, one writer per peer with a bounded queue (full means drop: Raft resends),
 //! and one short-lived prober per seed address until it learns who listens there.
 
-use super::{read_hello, read_record, Hello, TransportError, PROTOCOL_VERSION};
+use super::tls::{secure, Refusals, Side, Stream, Tls};
+use super::{read_hello, read_record, Hello, TransportError, HANDSHAKE_TIMEOUT, MAX_UNAUTHENTICATED, PROTOCOL_VERSION};
 use crate::message::Message;
 use crate::record::{self, RecordKind};
 use crate::types::MemberId;
@@ -13,13 +14,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Records, and bytes, waiting per peer before new ones are dropped.
 const OUTBOUND_QUEUE_RECORDS: usize = 4096;
 const OUTBOUND_QUEUE_BYTES: usize = 64 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 /// Between attempts to reach a seed address that does not answer yet.
 const DISCOVER_PAUSE: Duration = Duration::from_millis(500);
@@ -31,6 +31,11 @@ struct Shared {
     limit_bytes: u32,
     addresses: Mutex<BTreeMap<MemberId, String>>,
     stopping: AtomicBool,
+    /// Certificates: every connection is TLS, both ways authenticated. None: plain TCP.
+    tls: Option<Arc<Tls>>,
+    refusals: Refusals,
+    /// Accepted connections whose hello is not in yet.
+    unauthenticated: AtomicUsize,
 }
 
 pub struct Transport {
@@ -48,12 +53,14 @@ struct Writer {
 }
 
 impl Transport {
-    /// Listens on `listen` and hands every decoded message from a peer to `deliver`.
+    /// Listens on `listen` and hands every decoded message from a peer to `deliver`; with
+    /// `tls`, every connection is TLS and a peer must show a certificate of the cluster's CA.
     pub fn start(
         me: MemberId,
         cluster_name: &str,
         listen: &str,
         limit_bytes: u32,
+        tls: Option<Arc<Tls>>,
         deliver: impl Fn(Message) + Send + Sync + 'static,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(listen)?;
@@ -63,6 +70,9 @@ impl Transport {
             limit_bytes,
             addresses: Mutex::new(BTreeMap::new()),
             stopping: AtomicBool::new(false),
+            tls,
+            refusals: Refusals::default(),
+            unauthenticated: AtomicUsize::new(0),
         });
         let deliver: Deliver = Arc::new(deliver);
         let acceptor_shared = shared.clone();
@@ -176,19 +186,47 @@ impl Drop for Transport {
     }
 }
 
+/// Counts a connection as unauthenticated until dropped.
+struct Unauthenticated(Arc<Shared>);
+
+impl Drop for Unauthenticated {
+    fn drop(&mut self) {
+        self.0.unauthenticated.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>, deliver: Deliver) {
+    let mut flood_logged = false;
     for stream in listener.incoming() {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
         }
         let Ok(stream) = stream else { continue };
+        // Without this cap a flood of silent connections would cost a thread each.
+        if shared.unauthenticated.load(Ordering::SeqCst) >= MAX_UNAUTHENTICATED {
+            if !flood_logged {
+                log::warn!(
+                    "{}: {MAX_UNAUTHENTICATED} connections are in their handshake; closing new ones until they finish",
+                    shared.hello.member
+                );
+                flood_logged = true;
+            }
+            continue;
+        }
+        flood_logged = false;
+        shared.unauthenticated.fetch_add(1, Ordering::SeqCst);
+        let pending = Unauthenticated(shared.clone());
         let shared = shared.clone();
         let deliver = deliver.clone();
         let spawned = thread::Builder::new().name(format!("{}-recv", shared.hello.member)).spawn(move || {
             let peer = stream.peer_addr().ok();
-            if let Err(e) = read_loop(stream, &shared, &deliver) {
-                if !matches!(e, TransportError::Io(_)) {
-                    log::warn!("dropping connection from {peer:?}: {e}");
+            if let Err(e) = read_loop(stream, pending, &shared, &deliver) {
+                match e {
+                    // A peer going away, or a port probe: the view change is what matters.
+                    TransportError::Io(_) => {}
+                    e => {
+                        shared.refusals.refused(&shared.hello.member.to_string(), peer, &e);
+                    }
                 }
             }
         });
@@ -198,12 +236,21 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, deliver: Deliver) {
     }
 }
 
-fn read_loop(mut stream: TcpStream, shared: &Shared, deliver: &Deliver) -> Result<(), TransportError> {
-    stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
-    let theirs = read_hello(&mut stream, &shared.hello)?;
+fn read_loop(
+    tcp: TcpStream,
+    pending: Unauthenticated,
+    shared: &Shared,
+    deliver: &Deliver,
+) -> Result<(), TransportError> {
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    let peer = tcp.peer_addr().ok();
+    tcp.set_nodelay(true)?;
+    let mut stream = secure(shared.tls.as_deref(), Side::Acceptor, tcp, deadline)?;
+    let theirs = read_hello(&mut stream, &shared.hello, deadline)?;
     stream.write_all(&shared.hello.encode())?;
-    stream.set_read_timeout(None)?;
-    stream.set_nodelay(true)?;
+    stream.flush()?;
+    drop(pending);
+    shared.refusals.authenticated(peer);
     let mut reader = std::io::BufReader::with_capacity(1 << 16, stream);
     loop {
         let (kind, body) = read_record(&mut reader, shared.limit_bytes)?;
@@ -221,7 +268,7 @@ fn read_loop(mut stream: TcpStream, shared: &Shared, deliver: &Deliver) -> Resul
     }
 }
 
-fn connect(to: MemberId, shared: &Shared) -> Result<BufWriter<TcpStream>, TransportError> {
+fn connect(to: MemberId, shared: &Shared) -> Result<BufWriter<Stream>, TransportError> {
     let address = shared
         .addresses
         .lock()
@@ -236,18 +283,25 @@ fn connect(to: MemberId, shared: &Shared) -> Result<BufWriter<TcpStream>, Transp
     Ok(BufWriter::with_capacity(1 << 16, stream))
 }
 
-/// Connects to `address` (resolving a host name, trying each of its addresses) and
-/// exchanges hellos.
-fn dial(address: &str, shared: &Shared) -> Result<(TcpStream, Hello), TransportError> {
+/// Connects to `address` (resolving a host name, trying each of its addresses), opens TLS
+/// when configured and exchanges hellos.
+fn dial(address: &str, shared: &Shared) -> Result<(Stream, Hello), TransportError> {
     let mut last = TransportError::Unexpected("peer address resolves to nothing");
     for socket in address.to_socket_addrs()? {
         match TcpStream::connect_timeout(&socket, CONNECT_TIMEOUT) {
-            Ok(mut stream) => {
-                stream.set_nodelay(true)?;
+            Ok(tcp) => {
+                let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+                tcp.set_nodelay(true)?;
+                let mut stream = secure(shared.tls.as_deref(), Side::Dialer, tcp, deadline)?;
                 stream.write_all(&shared.hello.encode())?;
-                stream.set_read_timeout(Some(HELLO_TIMEOUT))?;
-                let theirs = read_hello(&mut stream, &shared.hello)?;
-                stream.set_read_timeout(None)?;
+                stream.flush()?;
+                let theirs = read_hello(&mut stream, &shared.hello, deadline).map_err(|e| match e {
+                    // A node that requires TLS closes a plain dialer without a word.
+                    TransportError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && shared.tls.is_none() => {
+                        TransportError::Unexpected("close before the hello (does the peer require TLS? socket.ssl)")
+                    }
+                    e => e,
+                })?;
                 return Ok((stream, theirs));
             }
             Err(e) => last = e.into(),
@@ -261,7 +315,7 @@ fn write_loop(to: MemberId, queue: Receiver<Vec<u8>>, shared: Arc<Shared>, queue
         queued.fetch_sub(record.len(), Ordering::Relaxed);
         record
     };
-    let mut connection: Option<BufWriter<TcpStream>> = None;
+    let mut connection: Option<BufWriter<Stream>> = None;
     let mut last_error = String::new();
     while let Ok(first) = queue.recv().map(take) {
         if shared.stopping.load(Ordering::SeqCst) {

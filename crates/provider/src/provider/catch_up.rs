@@ -15,6 +15,14 @@ use std::time::{Duration, Instant};
 /// How long a joiner waits for the donor's connection once its request is ordered.
 const DONOR_CONNECT_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// What became of one donor connection.
+enum Taken {
+    /// Received (or no longer wanted: the connection changed).
+    Done,
+    /// Its header is not for our request: refused, the wait goes on.
+    NotOurs(String),
+}
+
 impl Provider {
     /// The joiner's receiver thread: takes one donor stream for this connection.
     pub(super) fn receive_transfers(self: Arc<Self>, generation: u64, receiver: ist::Receiver) {
@@ -31,9 +39,10 @@ impl Provider {
                 Ok(Some(incoming)) => {
                     let peer = incoming.peer.clone();
                     match self.take_transfer(generation, incoming) {
-                        Ok(true) => return,
-                        // Not for our request (a donor acting on an old one): wait on.
-                        Ok(false) => {}
+                        Ok(Taken::Done) => return,
+                        // Another member's stream for an older request (a donor re-reading
+                        // old requests after its restart): an expected race, so a Note; wait on.
+                        Ok(Taken::NotOurs(why)) => log::info!("state transfer from {peer} refused: {why}"),
                         Err(e) => {
                             self.with_core(|core| {
                                 core.fail_stream(generation, &format!("state transfer from {peer} failed: {e}"))
@@ -60,8 +69,7 @@ impl Provider {
         }
     }
 
-    /// Takes a donor's stream; `Ok(false)` if it is not for our current request (refused).
-    fn take_transfer(&self, generation: u64, mut incoming: Incoming) -> Result<bool, String> {
+    fn take_transfer(&self, generation: u64, mut incoming: Incoming) -> Result<Taken, String> {
         let Header { group, at, from } = incoming.header().map_err(|e| e.to_string())?;
         // The donor may connect before our own delivery of the request tells us where it stands.
         let point =
@@ -70,14 +78,20 @@ impl Provider {
             let core = self.lock_core();
             (core.group(), core.settings().optimistic_pa)
         };
-        if point != Some(Some(at)) || expected_group != group {
-            log::info!(
-                "refused a state transfer stream from {} for history {group} after seqno {at}: this node waits \
-                 for {:?} in {expected_group}",
-                incoming.peer,
+        let Some(point) = point else {
+            return Err(format!(
+                "a donor connected, but this node's request was not ordered within {DONOR_CONNECT_TIMEOUT:?}"
+            ));
+        };
+        // The connection ended, or its stream is no longer awaited.
+        if point.is_none() || !self.lock_core().is_current(generation) {
+            return Ok(Taken::Done);
+        }
+        if point != Some(at) || expected_group != group {
+            return Ok(Taken::NotOurs(format!(
+                "it carries history {group} after seqno {at}, but this node waits in {expected_group} at {:?}",
                 self.lock_core().catch_up(generation)
-            );
-            return Ok(false);
+            )));
         }
         let mut transferred = Vec::new();
         let mut preload = None;
@@ -104,7 +118,7 @@ impl Provider {
         if from.is_some() && next != Some(at + 1) {
             return Err(format!("the transfer ended at seqno {next:?}, before {at}"));
         }
-        self.with_core(|core| core.install_stream(generation, at, from, transferred, preload)).map(|_| true)
+        self.with_core(|core| core.install_stream(generation, at, from, transferred, preload)).map(|()| Taken::Done)
     }
 
     /// The donor's half: sends the gap (when our cache and verdicts cover it) and our
@@ -112,6 +126,7 @@ impl Provider {
     /// whether the joiner only needs its own position confirmed (`bypass`).
     pub(super) fn send_transfer(&self, generation: u64, d: &Donation) -> bool {
         let group = self.lock_core().group();
+        let tls = self.node_of(generation).and_then(|link| link.node.tls().cloned());
         let gap = match (&d.failed, self.node_of(generation)) {
             (Some(failed), Some(link)) => {
                 link.node.cached_range((d.position.seqno + 1) as u64, d.after as u64).ok().map(|range| {
@@ -142,7 +157,9 @@ impl Provider {
                 Some(from) => format!("seqnos {from}..={}", header.at),
                 None => format!("certification state at seqno {}", header.at),
             };
-            let sent = std::panic::catch_unwind(|| ist::send(&address, &header, gap.unwrap_or_default(), &preload));
+            let sent = std::panic::catch_unwind(|| {
+                ist::send_with_tls(tls.as_deref(), &address, &header, gap.unwrap_or_default(), &preload)
+            });
             match sent {
                 Ok(Ok(count)) => log::info!("state transfer stream to {address} sent: {what} ({count} events)"),
                 Ok(Err(e)) => log::error!("state transfer stream to {address} failed ({what}): {e}"),

@@ -17,7 +17,7 @@ const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 impl Provider {
     /// `donors`: `wsrep_sst_donor`, the members to ask for state, in order of preference.
     pub fn connect(self: &Arc<Self>, cluster_name: &str, url: &str, donors: &str, bootstrap: bool) -> Status {
-        let (addresses, group_config, cache_dir) = {
+        let (addresses, group_config, cache_dir, tls) = {
             let o = lock(&self.options);
             let settings = AddressSettings {
                 cluster_url: url,
@@ -37,7 +37,14 @@ impl Provider {
             };
             let dir = o.get("gcache.dir");
             let cache_dir = PathBuf::from(if dir.is_empty() { o.get("base_dir") } else { dir });
-            (addresses, group_config(cluster_name, &o), cache_dir)
+            let tls = match crate::tls_options::load(&o) {
+                Ok(tls) => tls,
+                Err(e) => {
+                    log::error!("{e}");
+                    return Status::NodeFail;
+                }
+            };
+            (addresses, group_config(cluster_name, &o), cache_dir, tls)
         };
         let bootstrap = bootstrap || addresses.peers.is_empty();
         let position = {
@@ -52,7 +59,7 @@ impl Provider {
         let receiver = if bootstrap {
             None
         } else {
-            match bind_receiver(&addresses.ist_bind) {
+            match bind_receiver(&addresses.ist_bind, tls.clone()) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     log::error!("cannot listen for state transfers on {} (ist.recv_addr): {e}", addresses.ist_bind);
@@ -102,7 +109,7 @@ impl Provider {
         };
         let sink =
             CoreSink { provider: Arc::downgrade(self), generation, started: Instant::now(), failure_reported: false };
-        let node = match GroupNode::start_with_sink(config, Box::new(sink)) {
+        let node = match GroupNode::start_with_sink_and_tls(config, Box::new(sink), tls) {
             Ok(node) => node,
             Err(e) => {
                 log::error!("cannot start group communication on {}: {e}", addresses.listen);
@@ -216,10 +223,13 @@ pub(super) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// The previous connection's receiver may still be closing (it polls): wait for it briefly.
-fn bind_receiver(address: &str) -> std::io::Result<crate::ist::Receiver> {
+fn bind_receiver(
+    address: &str,
+    tls: Option<Arc<lockstep_group::transport::Tls>>,
+) -> std::io::Result<crate::ist::Receiver> {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        match crate::ist::Receiver::bind(address) {
+        match crate::ist::Receiver::bind_with_tls(address, tls.clone()) {
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -133,6 +133,14 @@ impl Provider {
             settings(&options)
         };
         self.with_core(|core| core.configure(settings));
+        if crate::options::triggered(text).contains(&"socket.ssl_reload") {
+            match self.link().map(|link| link.node.reload_tls()) {
+                Some(Ok(true)) => {}
+                Some(Ok(false)) => log::info!("socket.ssl_reload: this node runs without TLS, nothing to reload"),
+                None => log::info!("socket.ssl_reload: not connected; certificates are read at connect"),
+                Some(Err(e)) => return Err(format!("socket.ssl_reload failed, the old certificates stay: {e}")),
+            }
+        }
         Ok(())
     }
 

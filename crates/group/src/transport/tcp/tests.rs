@@ -15,13 +15,86 @@ fn message(from: u64) -> Message {
 }
 
 fn listening(id: u64, cluster: &str) -> (Transport, mpsc::Receiver<Message>) {
+    listening_with(id, cluster, None)
+}
+
+/// With the test certificates of `crate::transport::tls` (`a-node1` of CA `a`, ...).
+fn listening_tls(id: u64, node: &str, ca: &str) -> (Transport, mpsc::Receiver<Message>) {
+    let testdata = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/transport/tls/testdata");
+    let config = crate::transport::TlsConfig {
+        key: testdata.join(format!("{node}-key.pem")),
+        cert: testdata.join(format!("{node}-cert.pem")),
+        ca: testdata.join(format!("{ca}-ca.pem")),
+        ciphers: String::new(),
+    };
+    listening_with(id, "c", Some(Arc::new(Tls::load(config).unwrap())))
+}
+
+fn listening_with(id: u64, cluster: &str, tls: Option<Arc<Tls>>) -> (Transport, mpsc::Receiver<Message>) {
     let (tx, rx) = channel();
     let tx = Mutex::new(tx);
-    let t = Transport::start(MemberId(id), cluster, "127.0.0.1:0", 1 << 20, move |m| {
+    let t = Transport::start(MemberId(id), cluster, "127.0.0.1:0", 1 << 20, tls, move |m| {
         let _ = tx.lock().unwrap().send(m);
     })
     .unwrap();
     (t, rx)
+}
+
+#[test]
+fn members_with_certificates_of_one_ca_exchange_messages_over_tls() {
+    let (a, _) = listening_tls(1, "a-node1", "a");
+    let (b, b_rx) = listening_tls(2, "a-node2", "a");
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    a.send(MemberId(2), &message(1));
+    assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
+    // Over TLS the wire carries no record in the clear.
+    let mut raw = TcpStream::connect(b.local_addr()).unwrap();
+    let hello = Hello { protocol: PROTOCOL_VERSION, cluster_name: "c".into(), member: MemberId(1) };
+    raw.write_all(&hello.encode()).unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(raw.read(&mut buf).unwrap_or(0), 0, "a plain hello is refused");
+}
+
+#[test]
+fn members_of_another_ca_or_without_tls_are_refused() {
+    let (b, b_rx) = listening_tls(2, "a-node2", "a");
+    let (other_ca, _) = listening_tls(3, "b-node1", "b");
+    other_ca.set_address(MemberId(2), &b.local_addr().to_string());
+    other_ca.send(MemberId(2), &message(3));
+    let (plain, plain_rx) = listening(4, "c");
+    plain.set_address(MemberId(2), &b.local_addr().to_string());
+    plain.send(MemberId(2), &message(4));
+    b.set_address(MemberId(4), &plain.local_addr().to_string());
+    b.send(MemberId(4), &message(2));
+    assert!(b_rx.recv_timeout(Duration::from_millis(700)).is_err());
+    assert!(plain_rx.try_recv().is_err());
+}
+
+#[test]
+fn unauthenticated_connections_are_capped_and_the_cap_frees_up() {
+    let (b, b_rx) = listening(2, "c");
+    let silent: Vec<TcpStream> =
+        (0..MAX_UNAUTHENTICATED).map(|_| TcpStream::connect(b.local_addr()).unwrap()).collect();
+    // The acceptor counts them as it takes them: wait until one more is closed at once.
+    let started = std::time::Instant::now();
+    loop {
+        let mut extra = TcpStream::connect(b.local_addr()).unwrap();
+        extra.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        let mut buf = [0u8; 1];
+        if matches!(extra.read(&mut buf), Ok(0)) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(3), "the cap never closed a connection");
+    }
+    drop(silent);
+    while b.shared.unauthenticated.load(Ordering::SeqCst) > 0 {
+        assert!(started.elapsed() < Duration::from_secs(5), "closed connections still counted");
+        thread::sleep(Duration::from_millis(10));
+    }
+    let (a, _) = listening(1, "c");
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    a.send(MemberId(2), &message(1));
+    assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
 }
 
 #[test]
@@ -100,7 +173,7 @@ fn a_seed_address_is_resolved_to_its_member_and_our_own_is_ignored() {
     thread::sleep(Duration::from_millis(700));
     let (tx, _) = channel();
     let tx = Mutex::new(tx);
-    let _c = Transport::start(MemberId(3), "c", &format!("127.0.0.1:{port}"), 1 << 20, move |m| {
+    let _c = Transport::start(MemberId(3), "c", &format!("127.0.0.1:{port}"), 1 << 20, None, move |m| {
         let _ = tx.lock().unwrap().send(m);
     })
     .unwrap();
