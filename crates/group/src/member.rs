@@ -67,6 +67,8 @@ pub struct Member<S: LogStore> {
     next_request: u64,
     /// Request number -> deadline.
     pending: BTreeMap<u64, u64>,
+    /// Read barriers whose point is known: request -> the log index that must be applied.
+    reads: BTreeMap<u64, u64>,
     /// Forwarded requests not yet ordered, kept to forward again if the member we sent them
     /// to was no longer leading: request number -> (data, unnumbered, attempts left).
     resend: BTreeMap<u64, (Vec<u8>, bool, u8)>,
@@ -195,6 +197,7 @@ impl<S: LogStore> Member<S> {
             next_request: 1,
             pending: BTreeMap::new(),
             resend: BTreeMap::new(),
+            reads: BTreeMap::new(),
             completions: Vec::new(),
             paused: false,
             staged: BTreeMap::new(),
@@ -353,6 +356,7 @@ impl<S: LogStore> Member<S> {
         for request in expired {
             self.pending.remove(&request);
             self.resend.remove(&request);
+            self.reads.remove(&request);
             self.completions.push((request, Err(SubmitError::Unknown)));
         }
         if self.raft.role() == Role::Leader {
@@ -398,6 +402,24 @@ impl<S: LogStore> Member<S> {
                 }
             }
             Body::ForwardRefused { request } => self.forward_again(request),
+            Body::ReadIndex { request } => {
+                let index = if self.is_primary() { self.read_index() } else { None };
+                self.send(from, Body::ReadIndexReply { request, index });
+            }
+            Body::ReadIndexReply { request, index } => {
+                if self.pending.contains_key(&request) {
+                    match index {
+                        Some(index) => {
+                            self.reads.insert(request, index);
+                            self.complete_reads();
+                        }
+                        None => {
+                            self.pending.remove(&request);
+                            self.completions.push((request, Err(SubmitError::NoLease)));
+                        }
+                    }
+                }
+            }
             Body::Join(info) => {
                 let known = self.applied.directory.get(&info.id);
                 let wanted = known.is_some_and(|e| e.wants_in && e.info == info);
@@ -503,6 +525,60 @@ impl<S: LogStore> Member<S> {
         }
     }
 
+    /// A read barrier (Raft's read index): its completion carries a seqno that every writeset
+    /// acknowledged anywhere before this call does not exceed, once this member has applied
+    /// up to it. The leader answers from its commit index while it holds a lease (see
+    /// `read_index`); a follower asks the leader. `SubmitError::NoLease` when the leader
+    /// cannot: the caller orders a barrier through the log instead.
+    pub fn read_barrier(&mut self) -> Result<u64, SubmitError> {
+        if !self.is_primary() {
+            return Err(SubmitError::NotPrimary);
+        }
+        let request = self.next_request;
+        if self.raft.role() == Role::Leader {
+            let index = self.read_index().ok_or(SubmitError::NoLease)?;
+            self.reads.insert(request, index);
+        } else {
+            let leader = self.leader.ok_or(SubmitError::NotPrimary)?;
+            self.send(leader, Body::ReadIndex { request });
+        }
+        self.next_request += 1;
+        self.pending.insert(request, self.now_ms + self.config.submit_timeout_ms);
+        self.complete_reads();
+        Ok(request)
+    }
+
+    /// Leader: the commit index, if it may vouch that no other leader committed more. It must
+    /// have committed an entry of its own term (so its commit index covers every earlier
+    /// leader's), and hold a lease: a quorum heard from within a quarter of the minimum
+    /// election timeout, before which no follower grants another candidate a vote (pre-vote
+    /// and `leader_alive`). The margin covers message delays below three quarters of that
+    /// timeout. See docs/design/group-read-index.md.
+    fn read_index(&self) -> Option<u64> {
+        let commit = self.raft.commit_index();
+        if self.raft.role() != Role::Leader || self.raft.term_at(commit) != Some(self.raft.term()) {
+            return None;
+        }
+        let lease_ms = self.config.election_timeout_min_ms / 4;
+        let now = self.now_ms;
+        let mut recent: BTreeSet<MemberId> =
+            self.last_heard_ms.iter().filter(|&(_, &t)| now <= t + lease_ms).map(|(&id, _)| id).collect();
+        recent.insert(self.info.id);
+        self.raft.latest_membership().has_quorum(&recent).then_some(commit)
+    }
+
+    /// Completes the read barriers whose index this member has applied.
+    fn complete_reads(&mut self) {
+        let applied = self.applied.position.index;
+        let done: Vec<u64> = self.reads.iter().filter(|&(_, &index)| index <= applied).map(|(&r, _)| r).collect();
+        for request in done {
+            self.reads.remove(&request);
+            if self.pending.remove(&request).is_some() {
+                self.completions.push((request, Ok(self.applied.seqno)));
+            }
+        }
+    }
+
     /// Graceful leave: the quorum shrinks by this member once the change commits.
     pub fn leave(&mut self) {
         self.leaving = true;
@@ -597,6 +673,7 @@ impl<S: LogStore> Member<S> {
         }
         // A reply that moves the commit index yields no Raft action: apply it all the same.
         self.apply_committed();
+        self.complete_reads();
         Ok(())
     }
 

@@ -60,6 +60,15 @@ pub enum Body {
     Remerge {
         view_id: u64,
     },
+    /// A follower asks the leader for its commit index (a causal read's point).
+    ReadIndex {
+        request: u64,
+    },
+    /// The leader's commit index, or `None` if it cannot vouch for it without ordering.
+    ReadIndexReply {
+        request: u64,
+        index: Option<u64>,
+    },
 }
 
 const BODY_RAFT: u8 = 1;
@@ -73,6 +82,8 @@ const BODY_PRE_VOTE: u8 = 8;
 const BODY_PRE_VOTE_REPLY: u8 = 9;
 const BODY_FORWARD_MESSAGE: u8 = 10;
 const BODY_REMERGE: u8 = 11;
+const BODY_READ_INDEX: u8 = 12;
+const BODY_READ_INDEX_REPLY: u8 = 13;
 
 impl Message {
     pub fn encode(&self) -> Vec<u8> {
@@ -123,6 +134,12 @@ impl Message {
             Body::Remerge { view_id } => {
                 w.u8(BODY_REMERGE).u64(*view_id);
             }
+            Body::ReadIndex { request } => {
+                w.u8(BODY_READ_INDEX).u64(*request);
+            }
+            Body::ReadIndexReply { request, index } => {
+                w.u8(BODY_READ_INDEX_REPLY).u64(*request).bool(index.is_some()).u64(index.unwrap_or(0));
+            }
         }
         w.bytes
     }
@@ -154,6 +171,11 @@ impl Message {
             BODY_PRE_VOTE_REPLY => Body::PreVoteReply { term: r.u64()?, granted: r.bool()? },
             BODY_SNAPSHOT => Body::Snapshot(AppliedState::decode(&mut r)?),
             BODY_REMERGE => Body::Remerge { view_id: r.u64()? },
+            BODY_READ_INDEX => Body::ReadIndex { request: r.u64()? },
+            BODY_READ_INDEX_REPLY => {
+                let (request, known, index) = (r.u64()?, r.bool()?, r.u64()?);
+                Body::ReadIndexReply { request, index: known.then_some(index) }
+            }
             _ => return Err(DecodeError("unknown message body")),
         };
         r.finish()?;

@@ -56,6 +56,8 @@ enum Reply {
     Channel(Sender<Result<Seqno, SubmitError>>),
     /// Only a failure is reported, to the sink, with this tag; success shows as the delivery.
     Tag(u64),
+    /// A read barrier: its point or its failure goes to the sink with this tag.
+    Barrier(u64),
 }
 
 /// What the application does with the total order, on the driver's thread: it takes each
@@ -69,6 +71,9 @@ pub trait DeliverySink: Send {
     fn deliver(&mut self, delivered: Delivered, replayed: bool, status: &Status, outbox: &mut Outbox) -> bool;
     /// A tagged submission will not be ordered.
     fn submit_failed(&mut self, tag: u64, error: SubmitError, outbox: &mut Outbox);
+    /// A read barrier's point: every writeset acknowledged before it was asked is at or
+    /// below `seqno` (see [`crate::Member::read_barrier`]).
+    fn barrier_reached(&mut self, tag: u64, seqno: Seqno, outbox: &mut Outbox);
     /// After every round of the driver (at least every 50 ms), with the member's status.
     /// Returns whether it has room for deliveries (after refusing some).
     fn round(&mut self, status: &Status, outbox: &mut Outbox) -> bool;
@@ -105,6 +110,8 @@ impl DeliverySink for ChannelSink {
 
     fn submit_failed(&mut self, _: u64, _: SubmitError, _: &mut Outbox) {}
 
+    fn barrier_reached(&mut self, _: u64, _: Seqno, _: &mut Outbox) {}
+
     fn round(&mut self, status: &Status, outbox: &mut Outbox) -> bool {
         match self.1.take() {
             Some(d) => self.deliver(d, false, status, outbox),
@@ -121,6 +128,7 @@ enum Event {
     SendMessage(Vec<u8>, Reply),
     /// The sink has room again.
     ResumeDeliveries,
+    ReadBarrier(u64),
     Leave,
     ReadCache(Seqno, Seqno, Sender<Result<Vec<Delivered>, Seqno>>),
     Pause,
@@ -255,6 +263,13 @@ impl GroupNode {
         }
     }
 
+    /// A read barrier (a causal read's point) for the sink, with `tag`: its seqno reaches the
+    /// sink's `barrier_reached`, or `SubmitError::NoLease` its `submit_failed` (then order a
+    /// barrier message instead).
+    pub fn read_barrier_tagged(&self, tag: u64) {
+        let _ = self.events.send(Event::ReadBarrier(tag));
+    }
+
     /// The sink has room again after refusing a delivery.
     pub fn resume_deliveries(&self) {
         let _ = self.events.send(Event::ResumeDeliveries);
@@ -385,6 +400,10 @@ impl Driver {
                             self.sink.submit_failed(tag, e, &mut self.outbox);
                         }
                     }
+                    Some(Reply::Barrier(tag)) => match result {
+                        Ok(seqno) => self.sink.barrier_reached(tag, seqno, &mut self.outbox),
+                        Err(e) => self.sink.submit_failed(tag, e, &mut self.outbox),
+                    },
                     None => {}
                 }
             }
@@ -417,6 +436,10 @@ impl Driver {
             }
             Event::Seed(id) => self.member.add_seed(id),
             Event::ResumeDeliveries => self.sink_full = false,
+            Event::ReadBarrier(tag) => {
+                let request = self.member.read_barrier();
+                self.await_reply(request, Reply::Barrier(tag));
+            }
             Event::Submit(data, reply) => {
                 let request = self.member.submit(data);
                 self.await_reply(request, reply);
@@ -442,7 +465,7 @@ impl Driver {
                 self.replies.insert(request, reply);
             }
             (Err(e), Reply::Channel(reply)) => drop(reply.send(Err(e))),
-            (Err(e), Reply::Tag(tag)) => self.sink.submit_failed(tag, e, &mut self.outbox),
+            (Err(e), Reply::Tag(tag) | Reply::Barrier(tag)) => self.sink.submit_failed(tag, e, &mut self.outbox),
         }
     }
 

@@ -120,6 +120,9 @@ pub enum SubmitError {
     Retry,
     /// No seqno within `submit_timeout_ms`: the writeset may or may not be ordered later.
     Unknown,
+    /// A read barrier the leader cannot answer from its commit index (no recent contact with
+    /// a quorum): order a barrier through the log instead.
+    NoLease,
 }
 
 impl fmt::Display for SubmitError {
@@ -131,6 +134,7 @@ impl fmt::Display for SubmitError {
             Self::QueueFull => "too many submissions in flight",
             Self::Retry => "not ordered (leader changed); resubmit",
             Self::Unknown => "outcome unknown (timed out)",
+            Self::NoLease => "the leader holds no lease for a read barrier",
         };
         f.write_str(text)
     }

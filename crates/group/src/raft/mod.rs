@@ -241,6 +241,11 @@ impl Consensus {
         self.node.commit_index().get()
     }
 
+    /// The term of the entry at `index`, if the log holds it.
+    pub fn term_at(&self, index: u64) -> Option<u64> {
+        self.node.log().entries().get_term(LogIndex::new(index)).map(|t| t.get())
+    }
+
     pub fn last_index(&self) -> u64 {
         self.node.log().last_position().index.get()
     }

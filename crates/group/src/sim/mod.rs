@@ -129,6 +129,9 @@ struct Node {
     tags: BTreeMap<u64, u64>,
     /// Failed tagged submissions, for the external application.
     failures: Vec<(u64, SubmitError)>,
+    /// Read barriers: request number -> tag; then the points reached, as (tag, seqno).
+    barrier_tags: BTreeMap<u64, u64>,
+    barriers: Vec<(u64, Seqno)>,
     /// Counts starts, so the external application sees a restart it did not ask for.
     incarnation: u64,
 }
@@ -204,6 +207,8 @@ impl Sim {
                     messages: BTreeMap::new(),
                     tags: BTreeMap::new(),
                     failures: Vec::new(),
+                    barrier_tags: BTreeMap::new(),
+                    barriers: Vec::new(),
                     incarnation: 1,
                 }
             })
@@ -302,6 +307,25 @@ impl Sim {
             Err(e) => self.nodes[i].failures.push((tag, e)),
         }
         true
+    }
+
+    /// A read barrier from member `id` for the external application; its point comes back
+    /// from `take_barriers`, its failure from `take_failures`, with `tag`.
+    pub fn read_barrier_tagged(&mut self, id: MemberId, tag: u64) -> bool {
+        let i = id.0 as usize - 1;
+        let Some(member) = self.nodes[i].member.as_mut() else { return false };
+        match member.read_barrier() {
+            Ok(request) => {
+                member.flush();
+                self.nodes[i].barrier_tags.insert(request, tag);
+            }
+            Err(e) => self.nodes[i].failures.push((tag, e)),
+        }
+        true
+    }
+
+    pub fn take_barriers(&mut self, id: MemberId) -> Vec<(u64, Seqno)> {
+        std::mem::take(&mut self.nodes[id.0 as usize - 1].barriers)
     }
 
     pub fn take_failures(&mut self, id: MemberId) -> Vec<(u64, SubmitError)> {
@@ -429,6 +453,8 @@ impl Sim {
             self.nodes[i].messages.clear();
             self.nodes[i].tags.clear();
             self.nodes[i].failures.clear();
+            self.nodes[i].barrier_tags.clear();
+            self.nodes[i].barriers.clear();
             self.nodes[i].leaving = false;
             self.nodes[i].restart_at_ms = restart_after_ms.map_or(u64::MAX, |d| self.now_ms + d);
             self.stats.crashes += 1;
@@ -588,6 +614,13 @@ impl Sim {
             self.consumed(i, &d)?;
         }
         for (request, result) in completions {
+            if let Some(tag) = self.nodes[i].barrier_tags.remove(&request) {
+                match result {
+                    Ok(seqno) => self.nodes[i].barriers.push((tag, seqno)),
+                    Err(e) => self.nodes[i].failures.push((tag, e)),
+                }
+                continue;
+            }
             let tag = self.nodes[i].tags.remove(&request);
             let Ok(seqno) = result else {
                 self.nodes[i].submitted.remove(&request);

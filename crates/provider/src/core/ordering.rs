@@ -184,8 +184,20 @@ impl<W: Clone + PartialEq> Core<W> {
             self.wake_in_flight(local_id);
         }
         if let Some(barrier) = self.ordering.barriers.get_mut(&local_id).filter(|b| b.at.is_none()) {
+            if error == SubmitError::NoLease {
+                // The leader cannot vouch for its commit index: order the barrier instead.
+                self.effects.send.push((Control::Barrier { id: local_id }, local_id));
+                return;
+            }
             barrier.failed = true;
             self.effects.wake.extend(barrier.waiter.take());
+        }
+    }
+
+    /// A read barrier's point arrived (the group's read index): the causal read waits for it.
+    pub fn on_read_barrier(&mut self, generation: u64, id: u64, seqno: Seqno) {
+        if self.is_current(generation) {
+            self.barrier_ordered(id, seqno);
         }
     }
 

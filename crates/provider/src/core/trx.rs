@@ -435,11 +435,15 @@ impl<W: Clone + PartialEq> Core<W> {
         Status::Ok
     }
 
-    /// A writeset could not even be handed to the group (no connection any more).
+    /// A writeset or barrier could not even be handed to the group (no connection any more).
     pub fn submit_impossible(&mut self, local_id: u64) {
         if let Some(flight) = self.ordering.in_flight.get_mut(&local_id).filter(|f| f.outcome.is_none()) {
             flight.outcome = Some(Err(Status::ConnFail));
             self.effects.wake.extend(flight.waiter.take());
+        }
+        if let Some(barrier) = self.ordering.barriers.get_mut(&local_id).filter(|b| b.at.is_none()) {
+            barrier.failed = true;
+            self.effects.wake.extend(barrier.waiter.take());
         }
     }
 

@@ -1,7 +1,6 @@
 //! Causal reads, pause/resume (FTWRL, donors) and desync/resync.
 use super::{lock, Provider};
 use crate::types::{Gtid, Seqno, Status};
-use crate::writeset::Control;
 use std::time::{Duration, Instant};
 
 /// How long `pause` waits for in-flight writesets before giving up.
@@ -36,15 +35,16 @@ impl Provider {
         (status, self.last_committed_id())
     }
 
-    /// The causal point: where a barrier sent now is ordered. Every writeset acknowledged
-    /// anywhere before this call is ordered before it.
+    /// The causal point: the group's read index (the leader's commit index), or where a
+    /// barrier sent now is ordered when the leader cannot vouch for it. Every writeset
+    /// acknowledged anywhere before this call is at or before it.
     fn causal_point(&self, deadline: Option<Instant>) -> Option<Seqno> {
         let id = self.with_core(|core| core.barrier_start())?;
         let Some(link) = self.link() else {
             self.with_core(|core| core.forget_barrier(id));
             return None;
         };
-        link.node.send_message_tagged(Control::Barrier { id }.encode(), id);
+        link.node.read_barrier_tagged(id);
         drop(link);
         let point = self.wait_for(deadline, |core, me| core.barrier_point(id, me));
         if point.is_none() {

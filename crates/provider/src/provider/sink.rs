@@ -30,6 +30,11 @@ impl DeliverySink for CoreSink {
         provider.in_driver(outbox, |core| core.on_submit_failed(self.generation, tag, error));
     }
 
+    fn barrier_reached(&mut self, tag: u64, seqno: lockstep_group::Seqno, outbox: &mut Outbox) {
+        let Some(provider) = self.provider.upgrade() else { return };
+        provider.in_driver(outbox, |core| core.on_read_barrier(self.generation, tag, seqno as crate::types::Seqno));
+    }
+
     fn round(&mut self, status: &Status, outbox: &mut Outbox) -> bool {
         let Some(provider) = self.provider.upgrade() else { return true };
         let now_ms = self.started.elapsed().as_millis() as u64;

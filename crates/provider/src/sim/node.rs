@@ -249,6 +249,9 @@ impl Node {
         for (tag, error) in env.group.take_failures(self.id) {
             self.core().on_submit_failed(generation, tag, error);
         }
+        for (tag, seqno) in env.group.take_barriers(self.id) {
+            self.core().on_read_barrier(generation, tag, seqno as Seqno);
+        }
         for _ in 0..512 {
             if !self.core().accepting_deliveries() {
                 break;
@@ -420,7 +423,9 @@ impl Node {
             Client::Causal { barrier: None, acked_before, .. } => match self.core().barrier_start() {
                 None => Step::Continue(Client::Idle),
                 Some(id) => {
-                    env.group.submit_tagged(self.id, Control::Barrier { id }.encode(), id, true);
+                    if !env.group.read_barrier_tagged(self.id, id) {
+                        self.core().submit_impossible(id);
+                    }
                     Step::Continue(Client::Causal { barrier: Some(id), point: None, acked_before })
                 }
             },
