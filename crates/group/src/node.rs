@@ -35,7 +35,11 @@ pub struct NodeConfig {
     /// The cache directory (`gcache.dir`); may be MariaDB's datadir (the cache is only
     /// top-level `lockstep.cache.*` files).
     pub data_dir: PathBuf,
-    /// Sync the cache before acknowledging (off only for benchmarks and tests).
+    /// `gcache.sync`: fdatasync the log once per driver round, before anything that
+    /// depends on what the round appended is sent or acknowledged (group commit). Off, the
+    /// log is written to the OS in the same place and order, so a process crash loses
+    /// nothing, but a power loss may lose its tail. The Raft term and vote and the purge
+    /// boundary are synced either way. See docs/design/group-durability-sync-before-send.md.
     pub fsync: bool,
     /// Start a new cluster (`--wsrep-new-cluster`) from this history and base seqno
     /// instead of joining `peers`. An existing cache is discarded: it belonged to an

@@ -107,7 +107,7 @@ impl Provider {
             },
             listen: addresses.listen.clone(),
             data_dir: cache_dir,
-            fsync: false,
+            fsync: shared.options.flag("gcache.sync"),
             bootstrap: genesis,
             peers: addresses.peers.clone(),
             resume_after: 0,
