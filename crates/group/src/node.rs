@@ -108,7 +108,7 @@ impl GroupNode {
             config.info.id,
             &config.group.cluster_name,
             &config.listen,
-            config.group.max_record_bytes(),
+            crate::config::RECORD_LIMIT_BYTES,
             move |m| {
                 let _ = incoming.lock().expect("not poisoned").send(Event::Incoming(m));
             },
@@ -248,7 +248,7 @@ impl Driver {
             }
             self.member.flush();
             for (to, message) in self.member.take_outbox() {
-                self.transport.send(to, &message);
+                self.transport.send(to, message);
             }
             for (request, result) in self.member.take_completions() {
                 if let Some(reply) = self.replies.remove(&request) {

@@ -13,6 +13,7 @@
 //! The header checksum is verified before the length is trusted, so a corrupt length
 //! never makes a reader allocate or wait for a bogus body.
 
+use crate::codec::Writer;
 use std::fmt;
 
 /// Bytes in a record header.
@@ -97,17 +98,27 @@ pub struct Header {
 
 /// Encodes `body` as one record.
 pub fn encode(kind: RecordKind, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER_BYTES + body.len());
-    out.extend_from_slice(&MAGIC);
-    out.push(FORMAT_VERSION);
-    out.push(kind as u8);
-    out.extend_from_slice(&[0, 0]);
-    let body_len = u32::try_from(body.len()).expect("record bodies are bounded far below 4 GiB");
-    out.extend_from_slice(&body_len.to_le_bytes());
-    out.extend_from_slice(&crc32c(body).to_le_bytes());
+    encode_with(kind, body.len(), |w| {
+        w.fixed(body);
+    })
+}
+
+/// Encodes one record whose body `fill` writes in place after the header, in a buffer
+/// sized from `body_hint`: a big writeset is copied once, not regrown and copied again.
+pub fn encode_with(kind: RecordKind, body_hint: usize, fill: impl FnOnce(&mut Writer)) -> Vec<u8> {
+    let mut w = Writer { bytes: Vec::with_capacity(HEADER_BYTES + body_hint) };
+    w.bytes.resize(HEADER_BYTES, 0);
+    fill(&mut w);
+    let mut out = w.bytes;
+    let body_len = u32::try_from(out.len() - HEADER_BYTES).expect("record bodies are bounded far below 4 GiB");
+    let body_crc = crc32c(&out[HEADER_BYTES..]);
+    out[0..4].copy_from_slice(&MAGIC);
+    out[4] = FORMAT_VERSION;
+    out[5] = kind as u8;
+    out[8..12].copy_from_slice(&body_len.to_le_bytes());
+    out[12..16].copy_from_slice(&body_crc.to_le_bytes());
     let header_crc = crc32c(&out[..16]);
-    out.extend_from_slice(&header_crc.to_le_bytes());
-    out.extend_from_slice(body);
+    out[16..20].copy_from_slice(&header_crc.to_le_bytes());
     out
 }
 

@@ -112,7 +112,8 @@ pub enum SubmitError {
     NotPrimary,
     /// Local senders are paused by flow control.
     Paused,
-    /// Larger than `max_writeset_bytes` (messages too).
+    /// Larger than the group carries: `max_writeset_bytes`, at most
+    /// `config::WRITESET_LIMIT_BYTES` (messages too). Refused before it is ordered.
     TooLarge,
     /// Too many submissions are waiting for their seqno.
     QueueFull,
@@ -127,7 +128,10 @@ impl fmt::Display for SubmitError {
         let text = match self {
             Self::NotPrimary => "not in the primary component",
             Self::Paused => "senders paused by flow control",
-            Self::TooLarge => "writeset larger than max_writeset_bytes",
+            Self::TooLarge => {
+                let limit = crate::config::WRITESET_LIMIT_BYTES >> 20;
+                return write!(f, "writeset larger than the group carries (max_writeset_bytes, at most {limit} MiB)");
+            }
             Self::QueueFull => "too many submissions in flight",
             Self::Retry => "not ordered (leader changed); resubmit",
             Self::Unknown => "outcome unknown (timed out)",

@@ -37,6 +37,8 @@ const SEGMENT_SUFFIX: &str = ".seg";
 const MEMBER_ID_FILE: &str = "lockstep.member-id";
 /// Largest record the cache reads back; bigger means corruption.
 const RECORD_LIMIT_BYTES: u32 = 1 << 30;
+// Every entry the group accepts reads back.
+const _: () = assert!(crate::config::RECORD_LIMIT_BYTES <= RECORD_LIMIT_BYTES);
 
 struct Segment {
     number: u64,
@@ -340,9 +342,7 @@ impl LogStore for FileStore {
             self.dirty = true;
         }
         for entry in entries {
-            let mut w = Writer::default();
-            entry.encode(&mut w);
-            let rec = record::encode(RecordKind::Entry, &w.bytes);
+            let rec = record::encode_with(RecordKind::Entry, entry.size_bytes() as usize, |w| entry.encode(w));
             let index = entry.position.index;
             let segment = self.active_segment()?;
             let offset = segment.bytes;

@@ -15,7 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-/// Records, and bytes, waiting per peer before new ones are dropped.
+/// A peer's queue takes a message while fewer messages and writeset bytes than these
+/// wait, however big the message: one at the group's limit (`config::RECORD_LIMIT_BYTES`)
+/// always gets through to a peer that keeps up, and a queue holds at most this budget
+/// plus one message.
 const OUTBOUND_QUEUE_RECORDS: usize = 4096;
 const OUTBOUND_QUEUE_BYTES: usize = 64 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -41,9 +44,11 @@ pub struct Transport {
     acceptor: Mutex<Option<thread::JoinHandle<()>>>,
 }
 
-/// The queue to one peer's writer thread and the bytes waiting in it.
+/// The queue to one peer's writer thread and the writeset bytes waiting in it. Messages
+/// are encoded and checksummed by the writer, not by the member's driver thread, which a
+/// big writeset would otherwise hold up once per peer.
 struct Writer {
-    queue: SyncSender<Vec<u8>>,
+    queue: SyncSender<Message>,
     queued_bytes: Arc<AtomicUsize>,
 }
 
@@ -117,31 +122,32 @@ impl Transport {
     }
 
     /// Queues a message; drops it if the peer's queue is full or it has no address.
-    pub fn send(&self, to: MemberId, message: &Message) {
-        let record = record::encode(RecordKind::Message, &message.encode());
+    pub fn send(&self, to: MemberId, message: Message) {
         let mut writers = self.writers.lock().expect("not poisoned");
-        let writer = writers.entry(to).or_insert_with(|| {
-            let (queue, rx) = mpsc::sync_channel(OUTBOUND_QUEUE_RECORDS);
-            let queued_bytes = Arc::new(AtomicUsize::new(0));
-            let (shared, queued) = (self.shared.clone(), queued_bytes.clone());
-            let spawned = thread::Builder::new()
-                .name(format!("{}-to-{to}", shared.hello.member))
-                .spawn(move || write_loop(to, rx, shared, queued));
-            if let Err(e) = spawned {
-                log::error!("cannot start writer to {to}: {e}");
-            }
-            Writer { queue, queued_bytes }
-        });
-        let len = record.len();
-        if writer.queued_bytes.load(Ordering::Relaxed) + len > OUTBOUND_QUEUE_BYTES {
+        let writer = writers.entry(to).or_insert_with(|| self.start_writer(to));
+        if writer.queued_bytes.load(Ordering::Relaxed) >= OUTBOUND_QUEUE_BYTES {
             log::debug!("queue to {to} full, message dropped");
             return;
         }
+        let len = message.payload_bytes();
         writer.queued_bytes.fetch_add(len, Ordering::Relaxed);
-        if let Err(TrySendError::Full(_)) = writer.queue.try_send(record) {
+        if let Err(TrySendError::Full(_)) = writer.queue.try_send(message) {
             writer.queued_bytes.fetch_sub(len, Ordering::Relaxed);
             log::debug!("queue to {to} full, message dropped");
         }
+    }
+
+    fn start_writer(&self, to: MemberId) -> Writer {
+        let (queue, rx) = mpsc::sync_channel(OUTBOUND_QUEUE_RECORDS);
+        let queued_bytes = Arc::new(AtomicUsize::new(0));
+        let (shared, queued) = (self.shared.clone(), queued_bytes.clone());
+        let spawned = thread::Builder::new()
+            .name(format!("{}-to-{to}", shared.hello.member))
+            .spawn(move || write_loop(to, rx, shared, queued));
+        if let Err(e) = spawned {
+            log::error!("cannot start writer to {to}: {e}");
+        }
+        Writer { queue, queued_bytes }
     }
 
     /// Stops accepting and sending. Once it returns the listening port is free again, so
@@ -256,10 +262,13 @@ fn dial(address: &str, shared: &Shared) -> Result<(TcpStream, Hello), TransportE
     Err(last)
 }
 
-fn write_loop(to: MemberId, queue: Receiver<Vec<u8>>, shared: Arc<Shared>, queued: Arc<AtomicUsize>) {
-    let take = |record: Vec<u8>| {
-        queued.fetch_sub(record.len(), Ordering::Relaxed);
-        record
+fn write_loop(to: MemberId, queue: Receiver<Message>, shared: Arc<Shared>, queued: Arc<AtomicUsize>) {
+    let take = |message: Message| {
+        queued.fetch_sub(message.payload_bytes(), Ordering::Relaxed);
+        message
+    };
+    let encode = |message: Message| {
+        record::encode_with(RecordKind::Message, message.payload_bytes() + 256, |w| message.encode_into(w))
     };
     let mut connection: Option<BufWriter<TcpStream>> = None;
     let mut last_error = String::new();
@@ -286,10 +295,10 @@ fn write_loop(to: MemberId, queue: Receiver<Vec<u8>>, shared: Arc<Shared>, queue
             last_error.clear();
         }
         let stream = connection.as_mut().expect("connected above");
-        let mut result = stream.write_all(&first);
+        let mut result = stream.write_all(&encode(first));
         while result.is_ok() {
             match queue.try_recv().map(take) {
-                Ok(next) => result = stream.write_all(&next),
+                Ok(next) => result = stream.write_all(&encode(next)),
                 Err(_) => break,
             }
         }

@@ -29,7 +29,7 @@ fn peers_of_one_cluster_exchange_messages() {
     let (a, _) = listening(1, "c");
     let (b, b_rx) = listening(2, "c");
     a.set_address(MemberId(2), &b.local_addr().to_string());
-    a.send(MemberId(2), &message(1));
+    a.send(MemberId(2), message(1));
     let got = b_rx.recv_timeout(Duration::from_secs(5)).unwrap();
     assert_eq!(got, message(1));
 }
@@ -39,7 +39,7 @@ fn a_peer_of_another_cluster_is_refused() {
     let (a, _) = listening(1, "other");
     let (b, b_rx) = listening(2, "c");
     a.set_address(MemberId(2), &b.local_addr().to_string());
-    a.send(MemberId(2), &message(1));
+    a.send(MemberId(2), message(1));
     assert!(b_rx.recv_timeout(Duration::from_millis(500)).is_err());
 
     // Seen from a raw socket: the refusing side closes without answering.
@@ -74,7 +74,7 @@ fn a_malformed_record_drops_the_connection_and_nothing_else() {
     // The transport still serves well-formed peers.
     let (a, _) = listening(1, "c");
     a.set_address(MemberId(2), &b.local_addr().to_string());
-    a.send(MemberId(2), &message(1));
+    a.send(MemberId(2), message(1));
     assert!(b_rx.recv_timeout(Duration::from_secs(5)).is_ok());
 }
 
@@ -88,7 +88,7 @@ fn a_seed_address_is_resolved_to_its_member_and_our_own_is_ignored() {
     let tx = found_tx.clone();
     a.discover(&by_name, move |id| tx.send(id).unwrap());
     assert_eq!(found_rx.recv_timeout(Duration::from_secs(5)).unwrap(), MemberId(2));
-    a.send(MemberId(2), &message(1));
+    a.send(MemberId(2), message(1));
     assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
     // Our own address in the seed list is recognised by our own id.
     a.discover(&a.local_addr().to_string(), move |id| found_tx.send(id).unwrap());
