@@ -456,6 +456,9 @@ impl<S: LogStore> Member<S> {
     }
 
     fn order(&mut self, data: Vec<u8>, unnumbered: bool) -> Result<u64, SubmitError> {
+        if self.failed.is_some() {
+            return Err(SubmitError::Failed);
+        }
         if !self.is_primary() {
             return Err(SubmitError::NotPrimary);
         }

@@ -1,5 +1,9 @@
 //! A running member: the `Member` state machine driven by one thread, with the TCP
 //! transport and the on-disk cache at its edges. This is what the provider uses.
+//!
+//! If the driver thread panics, the member stops visibly: `status().failed` says why,
+//! every submission waiting or to come gets `SubmitError::Failed`, and the delivery
+//! stream closes. Nothing waits forever on a thread that is gone.
 
 use crate::cache::{FileStore, LogStore};
 use crate::config::GroupConfig;
@@ -11,7 +15,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -66,6 +70,9 @@ enum Event {
     Pause,
     Resume,
     Stop,
+    /// Makes the driver panic, to test what a panic leaves behind.
+    #[cfg(test)]
+    Panic,
 }
 
 struct Shared {
@@ -134,13 +141,19 @@ impl GroupNode {
             replies: BTreeMap::new(),
             started: Instant::now(),
         };
-        let handle = thread::Builder::new().name(format!("{}-driver", config.info.id)).spawn(move || driver.run())?;
+        let handle = thread::Builder::new().name(format!("{}-driver", config.info.id)).spawn(move || {
+            let mut driver = driver;
+            if let Err(panic) = crate::guarded(|| driver.run()) {
+                driver.fail(format!("group driver panicked: {panic}"));
+            }
+        })?;
         Ok(Self { events, deliveries: Mutex::new(deliveries), shared, driver: Some(handle), transport })
     }
 
     /// Orders a writeset; blocks until it has its seqno (or cannot get one).
     pub fn submit(&self, data: Vec<u8>) -> Result<Seqno, SubmitError> {
-        self.submit_async(data).recv().unwrap_or(Err(SubmitError::NotPrimary))
+        // A closed channel means the driver is gone.
+        self.submit_async(data).recv().unwrap_or(Err(SubmitError::Failed))
     }
 
     /// Orders a writeset; the seqno arrives on the returned channel.
@@ -167,6 +180,11 @@ impl GroupNode {
 
     pub fn status(&self) -> Status {
         self.shared.lock().expect("not poisoned").status.clone()
+    }
+
+    #[cfg(test)]
+    fn inject_panic(&self) {
+        let _ = self.events.send(Event::Panic);
     }
 
     /// Every member's receive-queue length (flow-control input).
@@ -227,7 +245,7 @@ impl Driver {
         self.started.elapsed().as_millis() as u64
     }
 
-    fn run(mut self) {
+    fn run(&mut self) {
         loop {
             let now = self.now_ms();
             let wait = self.member.next_deadline_ms().saturating_sub(now).clamp(1, 50);
@@ -284,8 +302,32 @@ impl Driver {
             Event::Pause => self.member.pause_senders(),
             Event::Resume => self.member.resume_senders(),
             Event::Stop => return false,
+            #[cfg(test)]
+            Event::Panic => panic!("injected by a test"),
         }
         true
+    }
+
+    /// After a panic the member's state cannot be trusted: publish the failure, answer
+    /// every waiting submitter, and close the inbox and the delivery stream (by dropping
+    /// them), so that later submissions fail at once and the application sees the end.
+    fn fail(self, reason: String) {
+        log::error!("{}: the member stops: {reason}", self.member.id());
+        {
+            // The panic may have struck while the status was being published.
+            let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+            shared.status.primary = false;
+            shared.status.failed = Some(reason);
+        }
+        self.shared.clear_poison();
+        for (_, reply) in self.replies {
+            let _ = reply.send(Err(SubmitError::Failed));
+        }
+        while let Ok(event) = self.inbox.try_recv() {
+            if let Event::Submit(_, reply) | Event::SendMessage(_, reply) = event {
+                let _ = reply.send(Err(SubmitError::Failed));
+            }
+        }
     }
 
     fn await_reply(&mut self, request: Result<u64, SubmitError>, reply: Sender<Result<Seqno, SubmitError>>) {

@@ -121,6 +121,9 @@ pub enum SubmitError {
     Retry,
     /// No seqno within `submit_timeout_ms`: the writeset may or may not be ordered later.
     Unknown,
+    /// The member stopped (a cache failure or a panic; `Status::failed` says which). A
+    /// writeset waiting for its seqno then may or may not have been ordered.
+    Failed,
 }
 
 impl fmt::Display for SubmitError {
@@ -135,6 +138,7 @@ impl fmt::Display for SubmitError {
             Self::QueueFull => "too many submissions in flight",
             Self::Retry => "not ordered (leader changed); resubmit",
             Self::Unknown => "outcome unknown (timed out)",
+            Self::Failed => "the group member stopped (see its status)",
         };
         f.write_str(text)
     }

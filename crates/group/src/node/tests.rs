@@ -210,3 +210,44 @@ fn a_writeset_at_the_limit_reaches_everyone_a_bigger_one_is_refused_and_the_orde
     drop(nodes);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_panic_on_the_driver_fails_the_member_visibly_and_nothing_waits_for_it() {
+    let _serial = one_at_a_time();
+    let dir = temp_dir("panic");
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let genesis = Genesis { history: [9; 16], base_seqno: 0 };
+    let mut nodes: Vec<GroupNode> = (1..=3)
+        .map(|n| {
+            let mut config = config(n, &ports, &dir, (n == 1).then_some(genesis), 0);
+            // The leader stays primary a while after losing its followers.
+            config.group.suspect_timeout_ms = 60_000;
+            config.group.inactive_timeout_ms = 60_000;
+            GroupNode::start(config).unwrap()
+        })
+        .collect();
+    let leads = |n: &GroupNode| n.status().leader == Some(n.status().id);
+    wait_for("a view of three and a leader", || {
+        nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3) && nodes.iter().any(leads)
+    });
+    let leader = nodes.remove(nodes.iter().position(leads).unwrap());
+    assert!(leader.submit(b"committed".to_vec()).is_ok());
+    // Without its followers nothing commits: this one waits for its seqno when the panic
+    // strikes.
+    drop(nodes);
+    let waiting = leader.submit_async(b"never committed".to_vec());
+    leader.inject_panic();
+
+    assert_eq!(waiting.recv_timeout(Duration::from_secs(5)), Ok(Err(SubmitError::Failed)));
+    let status = leader.status();
+    assert_eq!(status.failed.as_deref(), Some("group driver panicked: injected by a test"));
+    assert!(!status.primary);
+    let started = Instant::now();
+    assert_eq!(leader.submit(b"after".to_vec()), Err(SubmitError::Failed));
+    assert!(!matches!(leader.send_message(b"after".to_vec()).recv(), Ok(Ok(_))));
+    // The delivery stream ends: what was delivered before is still there, then nothing.
+    while leader.recv_delivered(Duration::from_secs(5)).is_some() {}
+    assert!(started.elapsed() < Duration::from_secs(4), "nothing waited for a timeout");
+    drop(leader);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

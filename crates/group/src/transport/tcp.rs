@@ -1,6 +1,10 @@
 //! Threads and sockets of the transport: one acceptor, one reader per inbound
 //! connection, one writer per peer with a bounded queue (full means drop: Raft resends),
 //! and one short-lived prober per seed address until it learns who listens there.
+//!
+//! A panic on any of these threads is logged naming the thread and ends no more than its
+//! connection (Raft resends): the acceptor starts accepting again, a prober tries again,
+//! and a writer whose thread ended is replaced at the next message to its peer.
 
 use super::{read_hello, read_record, Hello, TransportError, PROTOCOL_VERSION};
 use crate::message::Message;
@@ -71,9 +75,12 @@ impl Transport {
         });
         let deliver: Deliver = Arc::new(deliver);
         let acceptor_shared = shared.clone();
-        let acceptor = thread::Builder::new()
-            .name(format!("{me}-accept"))
-            .spawn(move || accept_loop(listener, acceptor_shared, deliver))?;
+        let acceptor = thread::Builder::new().name(format!("{me}-accept")).spawn(move || {
+            // Accepting must go on after a panic, or no peer could reach us again.
+            while crate::guarded(|| accept_loop(&listener, &acceptor_shared, &deliver)).is_err() {
+                thread::sleep(RECONNECT_PAUSE);
+            }
+        })?;
         Ok(Self { shared, local, writers: Mutex::new(BTreeMap::new()), acceptor: Mutex::new(Some(acceptor)) })
     }
 
@@ -97,23 +104,24 @@ impl Transport {
         let spawned = thread::Builder::new().name(format!("{me}-discover")).spawn(move || {
             let mut last_error = String::new();
             while !shared.stopping.load(Ordering::SeqCst) {
-                match dial(&seed, &shared) {
-                    Ok((_, theirs)) if theirs.member == me => return,
-                    Ok((_, theirs)) => {
-                        log::info!("{me}: seed {seed} is {}", theirs.member);
-                        shared.set_address(theirs.member, &seed);
-                        found(theirs.member);
+                // A panic in an attempt is retried like any other failure to connect.
+                let text = match crate::guarded(|| dial(&seed, &shared)) {
+                    Ok(Ok((_, theirs))) => {
+                        if theirs.member != me {
+                            log::info!("{me}: seed {seed} is {}", theirs.member);
+                            shared.set_address(theirs.member, &seed);
+                            found(theirs.member);
+                        }
                         return;
                     }
-                    Err(e) => {
-                        let text = e.to_string();
-                        if text != last_error {
-                            log::info!("{me}: seed {seed} not reached yet: {text}");
-                            last_error = text;
-                        }
-                        thread::sleep(DISCOVER_PAUSE);
-                    }
+                    Ok(Err(e)) => e.to_string(),
+                    Err(panic) => format!("panic: {panic}"),
+                };
+                if text != last_error {
+                    log::info!("{me}: seed {seed} not reached yet: {text}");
+                    last_error = text;
                 }
+                thread::sleep(DISCOVER_PAUSE);
             }
         });
         if let Err(e) = spawned {
@@ -131,9 +139,16 @@ impl Transport {
         }
         let len = message.payload_bytes();
         writer.queued_bytes.fetch_add(len, Ordering::Relaxed);
-        if let Err(TrySendError::Full(_)) = writer.queue.try_send(message) {
-            writer.queued_bytes.fetch_sub(len, Ordering::Relaxed);
-            log::debug!("queue to {to} full, message dropped");
+        match writer.queue.try_send(message) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                writer.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+                log::debug!("queue to {to} full, message dropped");
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                // Its thread ended (a panic, logged there): the next message starts another.
+                writers.remove(&to);
+            }
         }
     }
 
@@ -141,9 +156,10 @@ impl Transport {
         let (queue, rx) = mpsc::sync_channel(OUTBOUND_QUEUE_RECORDS);
         let queued_bytes = Arc::new(AtomicUsize::new(0));
         let (shared, queued) = (self.shared.clone(), queued_bytes.clone());
-        let spawned = thread::Builder::new()
-            .name(format!("{}-to-{to}", shared.hello.member))
-            .spawn(move || write_loop(to, rx, shared, queued));
+        let spawned = thread::Builder::new().name(format!("{}-to-{to}", shared.hello.member)).spawn(move || {
+            // A panic drops the connection and what was queued: Raft resends.
+            let _ = crate::guarded(|| write_loop(to, rx, shared, queued));
+        });
         if let Err(e) = spawned {
             log::error!("cannot start writer to {to}: {e}");
         }
@@ -182,7 +198,7 @@ impl Drop for Transport {
     }
 }
 
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>, deliver: Deliver) {
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, deliver: &Deliver) {
     for stream in listener.incoming() {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
@@ -192,7 +208,10 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, deliver: Deliver) {
         let deliver = deliver.clone();
         let spawned = thread::Builder::new().name(format!("{}-recv", shared.hello.member)).spawn(move || {
             let peer = stream.peer_addr().ok();
-            if let Err(e) = read_loop(stream, &shared, &deliver) {
+            // A panic drops this connection (the stream goes with the closure); the peer
+            // dials again and Raft resends.
+            let result = crate::guarded(|| read_loop(stream, &shared, &deliver));
+            if let Ok(Err(e)) = result {
                 if !matches!(e, TransportError::Io(_)) {
                     log::warn!("dropping connection from {peer:?}: {e}");
                 }
