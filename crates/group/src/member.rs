@@ -1182,4 +1182,56 @@ mod tests {
         assert_eq!(replay[..2], [(100, DeliveredKind::StateGap), (101, view(1))]);
         assert_eq!(j.status().history, [9; 16]);
     }
+
+    /// One step of two members over an in-memory wire; returns how many messages from
+    /// `leader` carried at least 1 MiB of writesets. Those are lost when `lose_big` is set.
+    fn step(leader: &mut Member<MemoryStore>, follower: &mut Member<MemoryStore>, now: u64, lose_big: bool) -> usize {
+        let mut big = 0;
+        for m in [&mut *leader, &mut *follower] {
+            m.tick(now);
+            m.flush();
+            while m.pop_delivered().is_some() {}
+        }
+        for (_, message) in leader.take_outbox() {
+            let is_big = message.payload_bytes() >= 1 << 20;
+            big += usize::from(is_big);
+            if !(is_big && lose_big) {
+                follower.receive(message);
+            }
+        }
+        for (_, message) in follower.take_outbox() {
+            leader.receive(message);
+        }
+        big
+    }
+
+    #[test]
+    fn a_big_entry_on_its_way_is_not_sent_again_before_its_transfer_time() {
+        let config = GroupConfig::new("t");
+        let mut leader = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), Genesis::default(), 0);
+        let mut follower = Member::join(info(2), config, MemoryStore::new(), &[MemberId(1)], 0);
+        let mut now = 0;
+        while !(leader.status().view.members.len() == 2 && follower.status().primary) {
+            step(&mut leader, &mut follower, now, false);
+            now += 10;
+            assert!(now < 30_000, "no view of two");
+        }
+        // 16 MiB take 1.6 s at 10 MiB/s. Meanwhile heartbeats and replies without progress
+        // go back and forth (replies to what was sent before it, as far as the leader can
+        // tell), and the entry, lost here, is not sent again.
+        let request = leader.submit(vec![7; 16 << 20]).unwrap();
+        let mut sends = 0;
+        for _ in 0..150 {
+            sends += step(&mut leader, &mut follower, now, true);
+            now += 10;
+        }
+        assert_eq!(sends, 1);
+        // After that it is sent again, and commits.
+        while !leader.take_completions().iter().any(|(r, result)| *r == request && result.is_ok()) {
+            sends += step(&mut leader, &mut follower, now, false);
+            now += 10;
+            assert!(now < 60_000, "not committed");
+        }
+        assert_eq!(sends, 2);
+    }
 }
