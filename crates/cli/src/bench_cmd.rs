@@ -4,6 +4,7 @@
 
 use clap::{Args, ValueEnum};
 use lockstep_group::{Genesis, GroupConfig, GroupNode, MemberId, MemberInfo, NodeConfig, SubmitError};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -144,7 +145,7 @@ fn run_case(args: &BenchArgs, size: usize, fsync: bool) -> Result<String, String
             let node = nodes[(c % 3) as usize].clone();
             let (issued, total) = (issued.clone(), args.writesets);
             thread::spawn(move || {
-                let (mut latencies, mut failed) = (Vec::new(), 0u64);
+                let (mut latencies, mut failed) = (Vec::new(), BTreeMap::<String, u64>::new());
                 let payload = vec![(c % 251) as u8; size];
                 while issued.fetch_add(1, Ordering::Relaxed) < total {
                     let t = Instant::now();
@@ -155,7 +156,7 @@ fn run_case(args: &BenchArgs, size: usize, fsync: bool) -> Result<String, String
                                 thread::sleep(Duration::from_micros(500));
                                 continue;
                             }
-                            Err(_) => failed += 1,
+                            Err(e) => *failed.entry(format!("{e:?}")).or_default() += 1,
                         }
                         break;
                     }
@@ -164,11 +165,18 @@ fn run_case(args: &BenchArgs, size: usize, fsync: bool) -> Result<String, String
             })
         })
         .collect();
-    let (mut latencies, mut failed) = (Vec::new(), 0);
+    let (mut latencies, mut reasons) = (Vec::new(), BTreeMap::<String, u64>::new());
     for c in clients {
         let (l, f) = c.join().map_err(|_| "client panicked".to_string())?;
         latencies.extend(l);
-        failed += f;
+        for (reason, n) in f {
+            *reasons.entry(reason).or_default() += n;
+        }
+    }
+    let failed: u64 = reasons.values().sum();
+    if failed > 0 {
+        // Why, on stderr: the table stays a table.
+        eprintln!("{size} bytes, fsync {fsync}: failed {reasons:?}");
     }
     let elapsed = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);

@@ -1,5 +1,20 @@
 //! Tunables of the group layer. Timeouts follow Galera's defaults where one exists.
 
+/// Largest writeset (or message) the group orders, whatever `max_writeset_bytes` says.
+/// An entry travels whole, as one record, and the leader's heartbeats wait behind it in
+/// each follower's stream, so it must arrive well within the election timeout (1 s at
+/// least): 16 MiB reaches the two followers of a leader on 1 Gbit/s in about 0.3 s, and
+/// holds a driver thread for about 0.1 s on the 2-core test machine; 64 MiB would take
+/// over 1 s. Larger ones are refused at `submit` (`SubmitError::TooLarge`) until writesets
+/// are fragmented. See docs/design/group-writeset-size-limit.md.
+pub const WRITESET_LIMIT_BYTES: u32 = 16 << 20;
+
+/// Largest record body a member sends or reads on the wire: one entry at the writeset
+/// limit with its envelope, or a batch of entries (see `GroupConfig::batch_limit`). A
+/// constant, not derived from local settings: a reader must take whatever a peer with
+/// other settings may send.
+pub const RECORD_LIMIT_BYTES: u32 = WRITESET_LIMIT_BYTES + (1 << 20);
+
 /// Configuration of one member; every member of a cluster should use the same values.
 #[derive(Debug, Clone)]
 pub struct GroupConfig {
@@ -21,9 +36,11 @@ pub struct GroupConfig {
     pub join_retry_ms: u64,
     /// A submission without a seqno after this long completes as `SubmitError::Unknown`.
     pub submit_timeout_ms: u64,
-    /// Largest writeset accepted by `submit`.
+    /// Largest writeset accepted by `submit` (`repl.max_ws_size`); above
+    /// [`WRITESET_LIMIT_BYTES`] the constant applies.
     pub max_writeset_bytes: u32,
-    /// Payload bytes per replication message (at least one entry is always sent).
+    /// Payload bytes per replication message (at least one entry is always sent); above
+    /// half of [`WRITESET_LIMIT_BYTES`] that half applies.
     pub max_batch_bytes: usize,
     /// Deliveries waiting for the application; applying stops while it is full.
     pub recv_queue_limit: usize,
@@ -52,9 +69,15 @@ impl GroupConfig {
         }
     }
 
-    /// Largest wire or disk record body this configuration produces.
-    pub fn max_record_bytes(&self) -> u32 {
-        let batch = u32::try_from(self.max_batch_bytes).unwrap_or(u32::MAX);
-        self.max_writeset_bytes.saturating_add(batch).saturating_add(1 << 16)
+    /// Largest writeset `submit` accepts.
+    pub fn writeset_limit(&self) -> usize {
+        self.max_writeset_bytes.min(WRITESET_LIMIT_BYTES) as usize
+    }
+
+    /// Payload bytes of a message of several entries. Each command entry adds 5 bytes of
+    /// framing to an encoded operation of at least 9, so a batch of half the writeset
+    /// limit stays inside `RECORD_LIMIT_BYTES` however small its entries.
+    pub fn batch_limit(&self) -> usize {
+        self.max_batch_bytes.min(WRITESET_LIMIT_BYTES as usize / 2)
     }
 }

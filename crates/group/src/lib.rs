@@ -68,6 +68,22 @@ pub mod state;
 pub mod transport;
 pub mod types;
 
+/// Runs `f` on a background thread's behalf: a panic is logged as an error naming the
+/// thread and returned as its message, so the caller turns it into a visible failure
+/// instead of the thread ending silently.
+pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        let message = match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+            (Some(text), _) => (*text).to_owned(),
+            (_, Some(text)) => text.clone(),
+            _ => "a panic without a message".to_owned(),
+        };
+        let thread = std::thread::current();
+        log::error!("thread {} panicked: {message}", thread.name().unwrap_or("unnamed"));
+        message
+    })
+}
+
 pub use cache::load_or_create_member_id;
 pub use config::GroupConfig;
 pub use member::{Member, Status};

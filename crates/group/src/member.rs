@@ -16,6 +16,12 @@ use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqn
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 
+/// The slowest transfer rate to a working peer the leader allows a message that takes
+/// longer than a heartbeat interval at that rate (over 1 MiB by default) before it assumes
+/// the message lost and sends it again: 1.6 s for a 16 MiB entry. Without it, a big entry
+/// still on its way would be queued again and again behind itself.
+const TRANSFER_BYTES_PER_MS: u64 = 10 << 10;
+
 /// What a member reports about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
@@ -477,13 +483,25 @@ impl<S: LogStore> Member<S> {
     }
 
     fn order(&mut self, data: Vec<u8>, unnumbered: bool) -> Result<u64, SubmitError> {
+        if self.failed.is_some() {
+            return Err(SubmitError::Failed);
+        }
         if !self.is_primary() {
             return Err(SubmitError::NotPrimary);
         }
         if self.paused && !unnumbered {
             return Err(SubmitError::Paused);
         }
-        if data.len() > self.config.max_writeset_bytes as usize {
+        // Refused here, before it is ordered: an entry the group could not carry to every
+        // member would stay at the end of the leader's log and hold up all that follows.
+        if data.len() > self.config.writeset_limit() {
+            log::warn!(
+                "{}: refusing a writeset of {} bytes: the limit is {} bytes (repl.max_ws_size, at most {})",
+                self.info.id,
+                data.len(),
+                self.config.writeset_limit(),
+                crate::config::WRITESET_LIMIT_BYTES
+            );
             return Err(SubmitError::TooLarge);
         }
         if self.pending.len() >= self.config.max_pending_submits {
@@ -721,10 +739,17 @@ impl<S: LogStore> Member<S> {
             // A member still hearing a live leader ignores campaigns (Raft §4.2.3).
             return;
         }
+        let now = self.now_ms;
         if let (Some(last), Some(sent)) = (raft.reply_last_index(), self.sent_upto.get_mut(&from)) {
             // Two replies in a row without progress while more was sent: what was sent
             // after `last` is lost (or refused for a gap), not in flight. Send it again.
-            if last < sent.upto && sent.last_reply == Some(last) {
+            // Not while a big message may still be arriving: those replies answer what
+            // was sent before it.
+            if sent.big.is_some_and(|(index, _)| last >= index) {
+                sent.big = None;
+            }
+            let arriving = sent.big.is_some_and(|(_, until_ms)| now < until_ms);
+            if last < sent.upto && sent.last_reply == Some(last) && !arriving {
                 sent.upto = last;
             }
             sent.last_reply = Some(last);
@@ -831,7 +856,8 @@ impl<S: LogStore> Member<S> {
         let commit = message.commit_index().unwrap_or(0);
         if let (Some(sent), Some((first, _))) = (self.sent_upto.get(&to), message.entries().first()) {
             // In flight recently: skip it; after a pause, assume loss and send again.
-            let recent = self.now_ms < sent.at_ms + 2 * self.config.heartbeat_interval_ms;
+            let until_ms = sent.big.map_or(sent.at_ms, |(_, until_ms)| until_ms.max(sent.at_ms));
+            let recent = self.now_ms < until_ms + 2 * self.config.heartbeat_interval_ms;
             if sent.term == term && recent && sent.upto >= first.index {
                 let last = message.entries().last().map_or(0, |(p, _)| p.index);
                 if last <= sent.upto && commit == sent.commit {
@@ -853,7 +879,8 @@ impl<S: LogStore> Member<S> {
                 message.truncate_entries(count);
                 break;
             };
-            if bytes > 0 && bytes + data.len() > self.config.max_batch_bytes {
+            // A big entry goes alone, and what follows it goes in the next message.
+            if bytes > 0 && bytes + data.len() > self.config.batch_limit() {
                 message.truncate_entries(count);
                 break;
             }
@@ -863,7 +890,13 @@ impl<S: LogStore> Member<S> {
         let upto = message.entries().last().map(|(p, _)| p.index);
         let sent = self.sent_upto.entry(to).or_default();
         if let Some(upto) = upto {
-            *sent = Sent { term, upto, at_ms: self.now_ms, commit, last_reply: sent.last_reply };
+            let transfer_ms = bytes as u64 / TRANSFER_BYTES_PER_MS;
+            let big = if transfer_ms > self.config.heartbeat_interval_ms {
+                Some((upto, self.now_ms + transfer_ms))
+            } else {
+                sent.big
+            };
+            *sent = Sent { term, upto, at_ms: self.now_ms, commit, last_reply: sent.last_reply, big };
         }
         sent.commit = commit;
         self.send(to, Body::Raft { message, payloads });
@@ -1136,6 +1169,9 @@ struct Sent {
     term: u64,
     upto: u64,
     at_ms: u64,
+    /// The last message too big to arrive within a heartbeat interval: its last index
+    /// and when it should have arrived even at `TRANSFER_BYTES_PER_MS`.
+    big: Option<(u64, u64)>,
     commit: u64,
     /// Last index the peer reported in its latest reply.
     last_reply: Option<u64>,
@@ -1267,5 +1303,57 @@ mod tests {
         let replay = run(&mut j, 0, 5_000);
         assert_eq!(replay[..2], [(100, DeliveredKind::StateGap), (101, view(1))]);
         assert_eq!(j.status().history, [9; 16]);
+    }
+
+    /// One step of two members over an in-memory wire; returns how many messages from
+    /// `leader` carried at least 1 MiB of writesets. Those are lost when `lose_big` is set.
+    fn step(leader: &mut Member<MemoryStore>, follower: &mut Member<MemoryStore>, now: u64, lose_big: bool) -> usize {
+        let mut big = 0;
+        for m in [&mut *leader, &mut *follower] {
+            m.tick(now);
+            m.flush();
+            while m.pop_delivered().is_some() {}
+        }
+        for (_, message) in leader.take_outbox() {
+            let is_big = message.payload_bytes() >= 1 << 20;
+            big += usize::from(is_big);
+            if !(is_big && lose_big) {
+                follower.receive(message);
+            }
+        }
+        for (_, message) in follower.take_outbox() {
+            leader.receive(message);
+        }
+        big
+    }
+
+    #[test]
+    fn a_big_entry_on_its_way_is_not_sent_again_before_its_transfer_time() {
+        let config = GroupConfig::new("t");
+        let mut leader = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), Genesis::default(), 0);
+        let mut follower = Member::join(info(2), config, MemoryStore::new(), &[MemberId(1)], 0);
+        let mut now = 0;
+        while !(leader.status().view.members.len() == 2 && follower.status().primary) {
+            step(&mut leader, &mut follower, now, false);
+            now += 10;
+            assert!(now < 30_000, "no view of two");
+        }
+        // 16 MiB take 1.6 s at 10 MiB/s. Meanwhile heartbeats and replies without progress
+        // go back and forth (replies to what was sent before it, as far as the leader can
+        // tell), and the entry, lost here, is not sent again.
+        let request = leader.submit(vec![7; 16 << 20]).unwrap();
+        let mut sends = 0;
+        for _ in 0..150 {
+            sends += step(&mut leader, &mut follower, now, true);
+            now += 10;
+        }
+        assert_eq!(sends, 1);
+        // After that it is sent again, and commits.
+        while !leader.take_completions().iter().any(|(r, result)| *r == request && result.is_ok()) {
+            sends += step(&mut leader, &mut follower, now, false);
+            now += 10;
+            assert!(now < 60_000, "not committed");
+        }
+        assert_eq!(sends, 2);
     }
 }

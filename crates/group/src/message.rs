@@ -86,8 +86,23 @@ const BODY_READ_INDEX: u8 = 12;
 const BODY_READ_INDEX_REPLY: u8 = 13;
 
 impl Message {
+    /// The writeset bytes it carries, which is its size near enough to count it against
+    /// a queue's budget without encoding it.
+    pub fn payload_bytes(&self) -> usize {
+        match &self.body {
+            Body::Raft { payloads, .. } => payloads.iter().map(Vec::len).sum(),
+            Body::Forward { data, .. } | Body::ForwardMessage { data, .. } => data.len(),
+            _ => 0,
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
+        self.encode_into(&mut w);
+        w.bytes
+    }
+
+    pub fn encode_into(&self, w: &mut Writer) {
         w.u64(self.from.0).u32(self.recv_queue).bool(self.leader_primary).len(self.queue_table.len());
         for (id, len) in &self.queue_table {
             w.u64(id.0).u32(*len);
@@ -95,7 +110,7 @@ impl Message {
         match &self.body {
             Body::Raft { message, payloads } => {
                 w.u8(BODY_RAFT);
-                message.encode(&mut w);
+                message.encode(w);
                 w.len(payloads.len());
                 for p in payloads {
                     w.bytes(p);
@@ -112,7 +127,7 @@ impl Message {
             }
             Body::Join(info) => {
                 w.u8(BODY_JOIN);
-                info.encode(&mut w);
+                info.encode(w);
             }
             Body::Leave => {
                 w.u8(BODY_LEAVE);
@@ -122,14 +137,14 @@ impl Message {
             }
             Body::PreVote { term, last } => {
                 w.u8(BODY_PRE_VOTE).u64(*term);
-                last.encode(&mut w);
+                last.encode(w);
             }
             Body::PreVoteReply { term, granted } => {
                 w.u8(BODY_PRE_VOTE_REPLY).u64(*term).bool(*granted);
             }
             Body::Snapshot(state) => {
                 w.u8(BODY_SNAPSHOT);
-                state.encode(&mut w);
+                state.encode(w);
             }
             Body::Remerge { view_id } => {
                 w.u8(BODY_REMERGE).u64(*view_id);
@@ -141,7 +156,6 @@ impl Message {
                 w.u8(BODY_READ_INDEX_REPLY).u64(*request).bool(index.is_some()).u64(index.unwrap_or(0));
             }
         }
-        w.bytes
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {

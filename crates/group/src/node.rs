@@ -1,5 +1,9 @@
 //! A running member: the `Member` state machine driven by one thread, with the TCP
 //! transport and the on-disk cache at its edges. This is what the provider uses.
+//!
+//! If the driver thread panics, the member stops visibly: `status().failed` says why,
+//! every submission waiting or to come gets `SubmitError::Failed`, and the delivery
+//! stream closes. Nothing waits forever on a thread that is gone.
 
 use crate::cache::{FileStore, LogStore};
 use crate::config::GroupConfig;
@@ -11,7 +15,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -35,7 +39,11 @@ pub struct NodeConfig {
     /// The cache directory (`gcache.dir`); may be MariaDB's datadir (the cache is only
     /// top-level `lockstep.cache.*` files).
     pub data_dir: PathBuf,
-    /// Sync the cache before acknowledging (off only for benchmarks and tests).
+    /// `gcache.sync`: fdatasync the log once per driver round, before anything that
+    /// depends on what the round appended is sent or acknowledged (group commit). Off, the
+    /// log is written to the OS in the same place and order, so a process crash loses
+    /// nothing, but a power loss may lose its tail. The Raft term and vote and the purge
+    /// boundary are synced either way. See docs/design/group-durability-sync-before-send.md.
     pub fsync: bool,
     /// Start a new cluster (`--wsrep-new-cluster`) from this history and base seqno
     /// instead of joining `peers`. An existing cache is discarded: it belonged to an
@@ -129,6 +137,9 @@ enum Event {
     /// The sink has room again.
     ResumeDeliveries,
     ReadBarrier(u64),
+    /// Makes the driver panic, to test what a panic leaves behind.
+    #[cfg(test)]
+    Panic,
     Leave,
     ReadCache(Seqno, Seqno, Sender<Result<Vec<Delivered>, Seqno>>),
     Pause,
@@ -205,7 +216,7 @@ impl GroupNode {
             config.info.id,
             &config.group.cluster_name,
             &config.listen,
-            config.group.max_record_bytes(),
+            crate::config::RECORD_LIMIT_BYTES,
             tls.clone(),
             move |m| {
                 let _ = incoming.lock().expect("not poisoned").send(Event::Incoming(m));
@@ -232,13 +243,19 @@ impl GroupNode {
             replies: BTreeMap::new(),
             started: Instant::now(),
         };
-        let handle = thread::Builder::new().name(format!("{}-driver", config.info.id)).spawn(move || driver.run())?;
+        let handle = thread::Builder::new().name(format!("{}-driver", config.info.id)).spawn(move || {
+            let mut driver = driver;
+            if let Err(panic) = crate::guarded(|| driver.run()) {
+                driver.fail(format!("group driver panicked: {panic}"));
+            }
+        })?;
         Ok(Self { events, deliveries: None, shared, driver: Some(handle), transport, tls })
     }
 
     /// Orders a writeset; blocks until it has its seqno (or cannot get one).
     pub fn submit(&self, data: Vec<u8>) -> Result<Seqno, SubmitError> {
-        self.submit_async(data).recv().unwrap_or(Err(SubmitError::NotPrimary))
+        // A closed channel means the driver is gone.
+        self.submit_async(data).recv().unwrap_or(Err(SubmitError::Failed))
     }
 
     /// Orders a writeset; the seqno arrives on the returned channel.
@@ -317,6 +334,11 @@ impl GroupNode {
         let _ = self.events.send(Event::Resume);
     }
 
+    #[cfg(test)]
+    fn inject_panic(&self) {
+        let _ = self.events.send(Event::Panic);
+    }
+
     /// Leaves the primary component gracefully; `status().left` turns true when done.
     pub fn leave(&self) {
         let _ = self.events.send(Event::Leave);
@@ -370,7 +392,7 @@ impl Driver {
         self.started.elapsed().as_millis() as u64
     }
 
-    fn run(mut self) {
+    fn run(&mut self) {
         loop {
             let now = self.now_ms();
             let wait = self.member.next_deadline_ms().saturating_sub(now).clamp(1, 50);
@@ -455,8 +477,43 @@ impl Driver {
             Event::Pause => self.member.pause_senders(),
             Event::Resume => self.member.resume_senders(),
             Event::Stop => return false,
+            #[cfg(test)]
+            Event::Panic => panic!("injected by a test"),
         }
         true
+    }
+
+    /// After a panic the member's state cannot be trusted: publish the failure, answer
+    /// every waiting submitter (the sink learns it from a last round), and close the inbox
+    /// and the delivery stream (by dropping them), so that later submissions fail at once
+    /// and the application sees the end.
+    fn fail(mut self, reason: String) {
+        log::error!("{}: the member stops: {reason}", self.member.id());
+        let status = {
+            // The panic may have struck while the status was being published.
+            let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+            shared.status.primary = false;
+            shared.status.failed = Some(reason);
+            shared.status.clone()
+        };
+        self.shared.clear_poison();
+        let mut waiting: Vec<Reply> = std::mem::take(&mut self.replies).into_values().collect();
+        while let Ok(event) = self.inbox.try_recv() {
+            match event {
+                Event::Submit(_, reply) | Event::SendMessage(_, reply) => waiting.push(reply),
+                Event::ReadBarrier(tag) => waiting.push(Reply::Barrier(tag)),
+                _ => {}
+            }
+        }
+        for reply in waiting {
+            match reply {
+                Reply::Channel(reply) => drop(reply.send(Err(SubmitError::Failed))),
+                Reply::Tag(tag) | Reply::Barrier(tag) => {
+                    self.sink.submit_failed(tag, SubmitError::Failed, &mut self.outbox)
+                }
+            }
+        }
+        self.sink.round(&status, &mut self.outbox);
     }
 
     fn await_reply(&mut self, request: Result<u64, SubmitError>, reply: Reply) {
@@ -471,7 +528,7 @@ impl Driver {
 
     fn send_outbox(&mut self) {
         for (to, message) in self.member.take_outbox() {
-            self.transport.send(to, &message);
+            self.transport.send(to, message);
         }
     }
 

@@ -13,6 +13,7 @@
 //! The header checksum is verified before the length is trusted, so a corrupt length
 //! never makes a reader allocate or wait for a bogus body.
 
+use crate::codec::Writer;
 use std::fmt;
 
 /// Bytes in a record header.
@@ -103,6 +104,18 @@ pub fn encode(kind: RecordKind, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_BYTES + body.len());
     out.extend_from_slice(&encode_header(kind, body));
     out.extend_from_slice(body);
+    out
+}
+
+/// Encodes one record whose body `fill` writes in place after the header, in a buffer
+/// sized from `body_hint`: a big writeset is copied once, not regrown and copied again.
+pub fn encode_with(kind: RecordKind, body_hint: usize, fill: impl FnOnce(&mut Writer)) -> Vec<u8> {
+    let mut w = Writer { bytes: Vec::with_capacity(HEADER_BYTES + body_hint) };
+    w.bytes.resize(HEADER_BYTES, 0);
+    fill(&mut w);
+    let mut out = w.bytes;
+    let header = encode_header(kind, &out[HEADER_BYTES..]);
+    out[..HEADER_BYTES].copy_from_slice(&header);
     out
 }
 

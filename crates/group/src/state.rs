@@ -44,7 +44,12 @@ const OP_REMERGE: u8 = 6;
 
 impl Op {
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::default();
+        // Sized for a writeset's data: a big one is not regrown and copied again.
+        let data = match self {
+            Self::Writeset { data, .. } | Self::Message { data, .. } => data.len(),
+            _ => 0,
+        };
+        let mut w = Writer { bytes: Vec::with_capacity(data + 32) };
         match self {
             Self::Writeset { origin, request, data } => {
                 w.u8(OP_WRITESET).u64(origin.0).u64(*request).bytes(data);

@@ -112,7 +112,8 @@ pub enum SubmitError {
     NotPrimary,
     /// Local senders are paused by flow control.
     Paused,
-    /// Larger than `max_writeset_bytes` (messages too).
+    /// Larger than the group carries: `max_writeset_bytes`, at most
+    /// `config::WRITESET_LIMIT_BYTES` (messages too). Refused before it is ordered.
     TooLarge,
     /// Too many submissions are waiting for their seqno.
     QueueFull,
@@ -123,6 +124,9 @@ pub enum SubmitError {
     /// A read barrier the leader cannot answer from its commit index (no recent contact with
     /// a quorum): order a barrier through the log instead.
     NoLease,
+    /// The member stopped (a cache failure or a panic; `Status::failed` says which). A
+    /// writeset waiting for its seqno then may or may not have been ordered.
+    Failed,
 }
 
 impl fmt::Display for SubmitError {
@@ -130,11 +134,15 @@ impl fmt::Display for SubmitError {
         let text = match self {
             Self::NotPrimary => "not in the primary component",
             Self::Paused => "senders paused by flow control",
-            Self::TooLarge => "writeset larger than max_writeset_bytes",
+            Self::TooLarge => {
+                let limit = crate::config::WRITESET_LIMIT_BYTES >> 20;
+                return write!(f, "writeset larger than the group carries (max_writeset_bytes, at most {limit} MiB)");
+            }
             Self::QueueFull => "too many submissions in flight",
             Self::Retry => "not ordered (leader changed); resubmit",
             Self::Unknown => "outcome unknown (timed out)",
             Self::NoLease => "the leader holds no lease for a read barrier",
+            Self::Failed => "the group member stopped (see its status)",
         };
         f.write_str(text)
     }

@@ -77,6 +77,9 @@ const SPECS: &[Spec] = &[
     opt("gcache.page_size", Kind::Size, "128M"),
     opt("gcache.recover", Kind::Bool, "yes"),
     opt("gcache.size", Kind::Size, "128M"),
+    // Ours, not Galera's: fdatasync the group log before anything depending on it is sent
+    // or acknowledged. See docs/design/group-durability-sync-before-send.md.
+    opt("gcache.sync", Kind::Bool, "no"),
     opt("gcomm.thread_prio", Kind::Text, ""),
     opt("gcs.fc_debug", Kind::Integer, "0"),
     opt("gcs.fc_factor", Kind::Float, "1.0"),
@@ -349,6 +352,7 @@ mod tests {
         assert!(text.starts_with("base_dir = /var/lib/mysql/; base_host = 127.0.0.1; base_port = 4567;"));
         assert!(text.contains("gmcast.listen_addr = tcp://0.0.0.0:4567"));
         assert!(text.contains("repl.max_ws_size = 2147483647"));
+        assert!(text.contains("gcache.size = 128M; gcache.sync = no; gcomm.thread_prio = ;"));
         assert!(!text.contains("gmcast.isolate"), "hidden options are not echoed");
     }
 
@@ -357,7 +361,11 @@ mod tests {
         let mut o = options();
         o.apply("repl.causal_read_timeout=PT90S;base_port=16000;evs.suspect_timeout=PT10S;evs.inactive_timeout=PT30S;evs.install_timeout=PT15S;pc.wait_prim_timeout=PT60S;gcache.size=10M; ")
             .unwrap();
+        assert!(!o.flag("gcache.sync"));
+        o.apply("gcache.sync=yes").unwrap();
+        assert!(o.flag("gcache.sync"));
         let text = o.render();
+        assert!(text.contains("gcache.sync = yes"));
         assert!(text.contains("base_port = 16000"));
         assert!(text.contains("gmcast.listen_addr = tcp://0.0.0.0:16000"));
         assert!(text.contains("gcache.size = 10M"));

@@ -2,6 +2,12 @@
 //! the Raft vote and the purge boundary. Entries are also kept in memory (like Galera's
 //! mapped gcache), so reads never touch the disk; the files make them survive restart.
 //!
+//! Every append is written to its file at once (a positioned write, no userspace
+//! buffer), so what the member appended is the OS's before anything that depends on it
+//! is sent: a process crash loses nothing. `sync` (`gcache.sync`) adds an fdatasync for
+//! power loss. The vote and the purge boundary are always synced, file and directory:
+//! losing either breaks Raft's safety (a vote given twice; a log missing its front).
+//!
 //! On open, a torn or corrupt tail (a crash mid-write) is cut off at the last whole
 //! record: what was not synced may be lost, what was synced never is.
 //!
@@ -31,6 +37,8 @@ const SEGMENT_SUFFIX: &str = ".seg";
 const MEMBER_ID_FILE: &str = "lockstep.member-id";
 /// Largest record the cache reads back; bigger means corruption.
 const RECORD_LIMIT_BYTES: u32 = 1 << 30;
+// Every entry the group accepts reads back.
+const _: () = assert!(crate::config::RECORD_LIMIT_BYTES <= RECORD_LIMIT_BYTES);
 
 struct Segment {
     number: u64,
@@ -55,8 +63,9 @@ pub struct FileStore {
 }
 
 impl FileStore {
-    /// Opens (or creates) the cache in `dir`. Without `fsync`, `sync` only flushes to
-    /// the OS: faster, but a machine crash may lose acknowledged entries.
+    /// Opens (or creates) the cache in `dir`. With `fsync` off (`gcache.sync = no`),
+    /// `sync` does nothing: the entries are already the OS's, so a process crash loses
+    /// none, but a power loss may lose the log's tail, acknowledged entries included.
     pub fn open(dir: &Path, fsync: bool, segment_limit_bytes: u64) -> io::Result<Self> {
         fs::create_dir_all(dir)?;
         let hard = match read_single(&dir.join(HARD_STATE_FILE), RecordKind::HardState)? {
@@ -115,12 +124,16 @@ impl FileStore {
                 let (entry, len) = entry;
                 let index = entry.position.index;
                 if index > self.boundary.position.index {
+                    let previous = self.entry(index - 1).map_or(self.boundary.position.term, |e| e.position.term);
+                    // Terms never go down along a Raft log: a lower one is a leftover of a
+                    // truncation that a power loss undid (possible only without fsync).
+                    if index > self.last_index() + 1 || entry.position.term < previous {
+                        torn = true;
+                        break;
+                    }
                     if index <= self.last_index() {
                         // Replaced later in the same file: keep the newest.
                         self.truncate_memory(index - 1);
-                    } else if index != self.last_index() + 1 {
-                        torn = true;
-                        break;
                     }
                     self.retained += entry.size_bytes();
                     self.entries.push_back(entry);
@@ -199,7 +212,7 @@ pub fn load_or_create_member_id(dir: &Path) -> io::Result<MemberId> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             fs::create_dir_all(dir)?;
             let id = random_member_id();
-            replace_file(dir, MEMBER_ID_FILE, format!("{}\n", id.0).as_bytes(), true)?;
+            replace_file(dir, MEMBER_ID_FILE, format!("{}\n", id.0).as_bytes())?;
             Ok(id)
         }
         Err(e) => Err(e),
@@ -250,22 +263,19 @@ fn read_single(path: &Path, kind: RecordKind) -> io::Result<Option<Vec<u8>>> {
     Ok(Some(body.to_vec()))
 }
 
-fn write_single(dir: &Path, name: &str, kind: RecordKind, body: &[u8], fsync: bool) -> io::Result<()> {
-    replace_file(dir, name, &record::encode(kind, body), fsync)
+fn write_single(dir: &Path, name: &str, kind: RecordKind, body: &[u8]) -> io::Result<()> {
+    replace_file(dir, name, &record::encode(kind, body))
 }
 
-/// Replaces a small file atomically: write aside, sync, rename, sync the directory.
-fn replace_file(dir: &Path, name: &str, bytes: &[u8], fsync: bool) -> io::Result<()> {
+/// Replaces a small file atomically and durably: write aside, sync, rename, sync the
+/// directory. Only for files whose loss is not an option (vote, boundary, member id).
+fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
     let aside = dir.join(format!("{name}.new"));
     let mut file = File::create(&aside)?;
     file.write_all(bytes)?;
-    if fsync {
-        file.sync_data()?;
-    }
+    file.sync_data()?;
     fs::rename(&aside, dir.join(name))?;
-    if fsync {
-        File::open(dir)?.sync_all()?;
-    }
+    File::open(dir)?.sync_all()?;
     Ok(())
 }
 
@@ -280,8 +290,9 @@ impl LogStore for FileStore {
         }
         let mut w = Writer::default();
         hard.encode(&mut w);
-        // A vote must be durable before the reply that grants it leaves.
-        write_single(&self.dir, HARD_STATE_FILE, RecordKind::HardState, &w.bytes, self.fsync)?;
+        // A vote must be durable before the reply that grants it leaves, whatever
+        // `gcache.sync` says: forgotten, it could be given twice in one term.
+        write_single(&self.dir, HARD_STATE_FILE, RecordKind::HardState, &w.bytes)?;
         self.hard = hard;
         Ok(())
     }
@@ -319,13 +330,19 @@ impl LogStore for FileStore {
                 s.bytes = offset;
                 s.last_index = after;
             }
+            if self.fsync {
+                // The replaced entries go for good before their replacements are written:
+                // brought back by a power loss, they would follow or displace them.
+                File::open(&self.dir)?.sync_all()?;
+                if let Some(s) = self.segments.back() {
+                    s.file.sync_data()?;
+                }
+            }
             self.truncate_memory(after);
             self.dirty = true;
         }
         for entry in entries {
-            let mut w = Writer::default();
-            entry.encode(&mut w);
-            let rec = record::encode(RecordKind::Entry, &w.bytes);
+            let rec = record::encode_with(RecordKind::Entry, entry.size_bytes() as usize, |w| entry.encode(w));
             let index = entry.position.index;
             let segment = self.active_segment()?;
             let offset = segment.bytes;
@@ -356,7 +373,9 @@ impl LogStore for FileStore {
         self.sync()?;
         let mut w = Writer::default();
         boundary.encode(&mut w);
-        write_single(&self.dir, BOUNDARY_FILE, RecordKind::Snapshot, &w.bytes, self.fsync)?;
+        // Durable before segments go, whatever `gcache.sync` says: an old boundary in front
+        // of a log whose first segments are gone would lose the whole log on restart.
+        write_single(&self.dir, BOUNDARY_FILE, RecordKind::Snapshot, &w.bytes)?;
         let index = boundary.position.index;
         while self.entries.front().is_some_and(|e| e.position.index <= index) {
             let e = self.entries.pop_front().expect("checked");
@@ -426,6 +445,47 @@ mod tests {
         assert_eq!(s.entry(30), Some(e(30, 1, 5000)));
         assert_eq!(s.entry(31), Some(e(31, 2, 5000)));
         assert_eq!(s.entry(20), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn without_fsync_everything_appended_survives_a_process_crash() {
+        let dir = temp_dir("no-fsync");
+        let mut s = FileStore::open(&dir, false, 1 << 16).unwrap();
+        s.save_hard_state(HardState { term: 4, voted_for: Some(MemberId(3)) }).unwrap();
+        s.append(0, (1..=40).map(|i| e(i, 1, 5000)).collect()).unwrap();
+        s.append(35, (36..=50).map(|i| e(i, 4, 5000)).collect()).unwrap();
+        // No sync, and no destructor either: the process is gone, only what the OS holds
+        // is left, and it is all there.
+        std::mem::forget(s);
+        let s = FileStore::open(&dir, false, 1 << 16).unwrap();
+        assert_eq!(s.hard_state(), HardState { term: 4, voted_for: Some(MemberId(3)) });
+        assert_eq!((s.first_index(), s.last_index()), (1, 50));
+        assert_eq!(s.entry(35), Some(e(35, 1, 5000)));
+        assert_eq!(s.entry(36), Some(e(36, 4, 5000)));
+        assert_eq!(s.entry(50), Some(e(50, 4, 5000)));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_replaced_tail_brought_back_by_a_power_loss_is_cut() {
+        let dir = temp_dir("stale-tail");
+        let mut s = FileStore::open(&dir, false, 1 << 20).unwrap();
+        s.append(0, (1..=10).map(|i| e(i, 1, 100)).collect()).unwrap();
+        s.append(5, (6..=8).map(|i| e(i, 2, 100)).collect()).unwrap();
+        drop(s);
+        // Without fsync the truncation may be lost while its replacements are not: the
+        // old entries 9 and 10 of term 1 reappear after entry 8 of term 2.
+        let path = dir.join(format!("{CACHE_PREFIX}{:012}{SEGMENT_SUFFIX}", 1));
+        let mut file = OpenOptions::new().append(true).open(path).unwrap();
+        for i in 9..=10 {
+            let mut w = Writer::default();
+            e(i, 1, 100).encode(&mut w);
+            file.write_all(&record::encode(RecordKind::Entry, &w.bytes)).unwrap();
+        }
+        let s = FileStore::open(&dir, false, 1 << 20).unwrap();
+        assert_eq!(s.last_index(), 8);
+        assert_eq!(s.entry(8), Some(e(8, 2, 100)));
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -3,6 +3,13 @@ use crate::cache::load_or_create_member_id;
 use crate::types::DeliveredKind;
 use std::path::Path;
 
+/// Node tests run one at a time: the one with a writeset at the limit takes the machine
+/// for a while, and the others' short timeouts would then see members fall silent.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static NODE_TESTS: Mutex<()> = Mutex::new(());
+    NODE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -67,6 +74,7 @@ fn deliveries_until(node: &GroupNode, last: Seqno) -> Vec<(Seqno, &'static str, 
 
 #[test]
 fn three_nodes_over_tcp_order_writesets_and_messages_and_an_evicted_member_rejoins() {
+    let _serial = one_at_a_time();
     let dir = temp_dir("three");
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let genesis = Genesis { history: [7; 16], base_seqno: 1000 };
@@ -122,6 +130,7 @@ fn three_nodes_over_tcp_order_writesets_and_messages_and_an_evicted_member_rejoi
 
 #[test]
 fn bootstrapping_over_an_old_cache_starts_a_new_cluster() {
+    let _serial = one_at_a_time();
     let dir = temp_dir("rebootstrap");
     let ports = [free_port()];
     let old = Genesis { history: [1; 16], base_seqno: 0 };
@@ -176,4 +185,103 @@ fn members_with_certificates_of_the_cluster_ca_form_a_group_and_others_stay_out(
     assert!(!plain.reload_tls().unwrap(), "plain TCP: nothing to reload");
     drop(plain);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_writeset_at_the_limit_reaches_everyone_a_bigger_one_is_refused_and_the_order_goes_on() {
+    let _serial = one_at_a_time();
+    use crate::config::WRITESET_LIMIT_BYTES;
+    let dir = temp_dir("big");
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let genesis = Genesis { history: [8; 16], base_seqno: 0 };
+    let nodes: Vec<GroupNode> = (1..=3)
+        .map(|n| {
+            let mut config = config(n, &ports, &dir, (n == 1).then_some(genesis), 0);
+            // What the provider sets from repl.max_ws_size's default (2 GiB - 1): the group's
+            // own limit is the one that applies.
+            config.group.max_writeset_bytes = u32::MAX >> 1;
+            // Carrying, not timing, is tested here: a writeset at the limit holds a driver
+            // for about 0.1 s (copies, checksums, page cache), much longer on a loaded
+            // machine, and the short timeouts of these tests could elect another leader
+            // meanwhile. See docs/design/group-writeset-size-limit.md.
+            config.group.election_timeout_min_ms = 5_000;
+            config.group.election_timeout_max_ms = 10_000;
+            config.group.suspect_timeout_ms = 20_000;
+            config.group.inactive_timeout_ms = 60_000;
+            config.group.submit_timeout_ms = 60_000;
+            GroupNode::start(config).unwrap()
+        })
+        .collect();
+    let leads = |n: &GroupNode| n.status().leader == Some(n.status().id);
+    wait_for("a view of three and a leader", || {
+        nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3) && nodes.iter().any(leads)
+    });
+    let leader = nodes.iter().find(|n| leads(n)).unwrap();
+    let follower = nodes.iter().find(|n| !leads(n)).unwrap();
+
+    // From a follower it goes to the leader, and from there to both followers.
+    let limit = WRITESET_LIMIT_BYTES as usize;
+    let big: Vec<u8> = (0..limit).map(|i| (i % 251) as u8).collect();
+    let at = follower.submit(big.clone()).unwrap();
+    assert_eq!(follower.submit(vec![1; limit + 1]), Err(SubmitError::TooLarge));
+    assert_eq!(leader.submit(vec![1; limit + 1]), Err(SubmitError::TooLarge));
+    assert_eq!(leader.send_message(vec![1; limit + 1]).recv().unwrap(), Err(SubmitError::TooLarge));
+    let small: Vec<Seqno> = nodes.iter().map(|n| n.submit(b"small".to_vec()).unwrap()).collect();
+    assert!(small.iter().all(|&s| s > at), "{at} then {small:?}");
+
+    let last = *small.iter().max().unwrap();
+    for node in &nodes {
+        let writesets: Vec<(Seqno, Vec<u8>)> = deliveries_until(node, last)
+            .into_iter()
+            .filter(|(_, kind, _)| *kind == "writeset")
+            .map(|(seqno, _, bytes)| (seqno, bytes))
+            .collect();
+        assert_eq!(writesets.len(), 4);
+        assert!(writesets[0] == (at, big.clone()), "the writeset at the limit, whole, at {at}");
+        let rest: Vec<(Seqno, Vec<u8>)> = small.iter().map(|&s| (s, b"small".to_vec())).collect();
+        assert_eq!(writesets[1..], rest[..]);
+    }
+    drop(nodes);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_panic_on_the_driver_fails_the_member_visibly_and_nothing_waits_for_it() {
+    let _serial = one_at_a_time();
+    let dir = temp_dir("panic");
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let genesis = Genesis { history: [9; 16], base_seqno: 0 };
+    let mut nodes: Vec<GroupNode> = (1..=3)
+        .map(|n| {
+            let mut config = config(n, &ports, &dir, (n == 1).then_some(genesis), 0);
+            // The leader stays primary a while after losing its followers.
+            config.group.suspect_timeout_ms = 60_000;
+            config.group.inactive_timeout_ms = 60_000;
+            GroupNode::start(config).unwrap()
+        })
+        .collect();
+    let leads = |n: &GroupNode| n.status().leader == Some(n.status().id);
+    wait_for("a view of three and a leader", || {
+        nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3) && nodes.iter().any(leads)
+    });
+    let leader = nodes.remove(nodes.iter().position(leads).unwrap());
+    assert!(leader.submit(b"committed".to_vec()).is_ok());
+    // Without its followers nothing commits: this one waits for its seqno when the panic
+    // strikes.
+    drop(nodes);
+    let waiting = leader.submit_async(b"never committed".to_vec());
+    leader.inject_panic();
+
+    assert_eq!(waiting.recv_timeout(Duration::from_secs(5)), Ok(Err(SubmitError::Failed)));
+    let status = leader.status();
+    assert_eq!(status.failed.as_deref(), Some("group driver panicked: injected by a test"));
+    assert!(!status.primary);
+    let started = Instant::now();
+    assert_eq!(leader.submit(b"after".to_vec()), Err(SubmitError::Failed));
+    assert!(!matches!(leader.send_message(b"after".to_vec()).recv(), Ok(Ok(_))));
+    // The delivery stream ends: what was delivered before is still there, then nothing.
+    while leader.recv_delivered(Duration::from_secs(5)).is_some() {}
+    assert!(started.elapsed() < Duration::from_secs(4), "nothing waited for a timeout");
+    drop(leader);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -575,7 +575,7 @@ impl Sim {
         let Some(member) = self.nodes[to].member.as_mut() else {
             return Ok(());
         };
-        let decoded = record::decode(bytes, self.config.max_record_bytes()).map_err(|e| e.to_string()).and_then(
+        let decoded = record::decode(bytes, crate::config::RECORD_LIMIT_BYTES).map_err(|e| e.to_string()).and_then(
             |(kind, body, _)| match kind {
                 RecordKind::Message => Message::decode(body).map_err(|e| e.to_string()),
                 other => Err(format!("unexpected record {other:?}")),

@@ -1,6 +1,10 @@
 //! Threads and sockets of the transport: one acceptor, one reader per inbound
 //! connection, one writer per peer with a bounded queue (full means drop: Raft resends),
 //! and one short-lived prober per seed address until it learns who listens there.
+//!
+//! A panic on any of these threads is logged naming the thread and ends no more than its
+//! connection (Raft resends): the acceptor starts accepting again, a prober tries again,
+//! and a writer whose thread ended is replaced at the next message to its peer.
 
 use super::tls::{secure, Refusals, Side, Stream, Tls};
 use super::{read_hello, read_record, Hello, TransportError, HANDSHAKE_TIMEOUT, MAX_UNAUTHENTICATED, PROTOCOL_VERSION};
@@ -16,7 +20,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Records, and bytes, waiting per peer before new ones are dropped.
+/// A peer's queue takes a message while fewer messages and writeset bytes than these
+/// wait, however big the message: one at the group's limit (`config::RECORD_LIMIT_BYTES`)
+/// always gets through to a peer that keeps up, and a queue holds at most this budget
+/// plus one message.
 const OUTBOUND_QUEUE_RECORDS: usize = 4096;
 const OUTBOUND_QUEUE_BYTES: usize = 64 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -46,9 +53,11 @@ pub struct Transport {
     acceptor: Mutex<Option<thread::JoinHandle<()>>>,
 }
 
-/// The queue to one peer's writer thread and the bytes waiting in it.
+/// The queue to one peer's writer thread and the writeset bytes waiting in it. Messages
+/// are encoded and checksummed by the writer, not by the member's driver thread, which a
+/// big writeset would otherwise hold up once per peer.
 struct Writer {
-    queue: SyncSender<Vec<u8>>,
+    queue: SyncSender<Message>,
     queued_bytes: Arc<AtomicUsize>,
 }
 
@@ -76,9 +85,12 @@ impl Transport {
         });
         let deliver: Deliver = Arc::new(deliver);
         let acceptor_shared = shared.clone();
-        let acceptor = thread::Builder::new()
-            .name(format!("{me}-accept"))
-            .spawn(move || accept_loop(listener, acceptor_shared, deliver))?;
+        let acceptor = thread::Builder::new().name(format!("{me}-accept")).spawn(move || {
+            // Accepting must go on after a panic, or no peer could reach us again.
+            while crate::guarded(|| accept_loop(&listener, &acceptor_shared, &deliver)).is_err() {
+                thread::sleep(RECONNECT_PAUSE);
+            }
+        })?;
         Ok(Self { shared, local, writers: Mutex::new(BTreeMap::new()), acceptor: Mutex::new(Some(acceptor)) })
     }
 
@@ -102,23 +114,24 @@ impl Transport {
         let spawned = thread::Builder::new().name(format!("{me}-discover")).spawn(move || {
             let mut last_error = String::new();
             while !shared.stopping.load(Ordering::SeqCst) {
-                match dial(&seed, &shared) {
-                    Ok((_, theirs)) if theirs.member == me => return,
-                    Ok((_, theirs)) => {
-                        log::info!("{me}: seed {seed} is {}", theirs.member);
-                        shared.set_address(theirs.member, &seed);
-                        found(theirs.member);
+                // A panic in an attempt is retried like any other failure to connect.
+                let text = match crate::guarded(|| dial(&seed, &shared)) {
+                    Ok(Ok((_, theirs))) => {
+                        if theirs.member != me {
+                            log::info!("{me}: seed {seed} is {}", theirs.member);
+                            shared.set_address(theirs.member, &seed);
+                            found(theirs.member);
+                        }
                         return;
                     }
-                    Err(e) => {
-                        let text = e.to_string();
-                        if text != last_error {
-                            log::info!("{me}: seed {seed} not reached yet: {text}");
-                            last_error = text;
-                        }
-                        thread::sleep(DISCOVER_PAUSE);
-                    }
+                    Ok(Err(e)) => e.to_string(),
+                    Err(panic) => format!("panic: {panic}"),
+                };
+                if text != last_error {
+                    log::info!("{me}: seed {seed} not reached yet: {text}");
+                    last_error = text;
                 }
+                thread::sleep(DISCOVER_PAUSE);
             }
         });
         if let Err(e) = spawned {
@@ -127,31 +140,40 @@ impl Transport {
     }
 
     /// Queues a message; drops it if the peer's queue is full or it has no address.
-    pub fn send(&self, to: MemberId, message: &Message) {
-        let record = record::encode(RecordKind::Message, &message.encode());
+    pub fn send(&self, to: MemberId, message: Message) {
         let mut writers = self.writers.lock().expect("not poisoned");
-        let writer = writers.entry(to).or_insert_with(|| {
-            let (queue, rx) = mpsc::sync_channel(OUTBOUND_QUEUE_RECORDS);
-            let queued_bytes = Arc::new(AtomicUsize::new(0));
-            let (shared, queued) = (self.shared.clone(), queued_bytes.clone());
-            let spawned = thread::Builder::new()
-                .name(format!("{}-to-{to}", shared.hello.member))
-                .spawn(move || write_loop(to, rx, shared, queued));
-            if let Err(e) = spawned {
-                log::error!("cannot start writer to {to}: {e}");
-            }
-            Writer { queue, queued_bytes }
-        });
-        let len = record.len();
-        if writer.queued_bytes.load(Ordering::Relaxed) + len > OUTBOUND_QUEUE_BYTES {
+        let writer = writers.entry(to).or_insert_with(|| self.start_writer(to));
+        if writer.queued_bytes.load(Ordering::Relaxed) >= OUTBOUND_QUEUE_BYTES {
             log::debug!("queue to {to} full, message dropped");
             return;
         }
+        let len = message.payload_bytes();
         writer.queued_bytes.fetch_add(len, Ordering::Relaxed);
-        if let Err(TrySendError::Full(_)) = writer.queue.try_send(record) {
-            writer.queued_bytes.fetch_sub(len, Ordering::Relaxed);
-            log::debug!("queue to {to} full, message dropped");
+        match writer.queue.try_send(message) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                writer.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+                log::debug!("queue to {to} full, message dropped");
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                // Its thread ended (a panic, logged there): the next message starts another.
+                writers.remove(&to);
+            }
         }
+    }
+
+    fn start_writer(&self, to: MemberId) -> Writer {
+        let (queue, rx) = mpsc::sync_channel(OUTBOUND_QUEUE_RECORDS);
+        let queued_bytes = Arc::new(AtomicUsize::new(0));
+        let (shared, queued) = (self.shared.clone(), queued_bytes.clone());
+        let spawned = thread::Builder::new().name(format!("{}-to-{to}", shared.hello.member)).spawn(move || {
+            // A panic drops the connection and what was queued: Raft resends.
+            let _ = crate::guarded(|| write_loop(to, rx, shared, queued));
+        });
+        if let Err(e) = spawned {
+            log::error!("cannot start writer to {to}: {e}");
+        }
+        Writer { queue, queued_bytes }
     }
 
     /// Stops accepting and sending. Once it returns the listening port is free again, so
@@ -195,7 +217,7 @@ impl Drop for Unauthenticated {
     }
 }
 
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>, deliver: Deliver) {
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, deliver: &Deliver) {
     let mut flood_logged = false;
     for stream in listener.incoming() {
         if shared.stopping.load(Ordering::SeqCst) {
@@ -220,7 +242,9 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, deliver: Deliver) {
         let deliver = deliver.clone();
         let spawned = thread::Builder::new().name(format!("{}-recv", shared.hello.member)).spawn(move || {
             let peer = stream.peer_addr().ok();
-            if let Err(e) = read_loop(stream, pending, &shared, &deliver) {
+            // A panic drops this connection (the stream goes with the closure); the peer
+            // dials again and Raft resends.
+            if let Ok(Err(e)) = crate::guarded(|| read_loop(stream, pending, &shared, &deliver)) {
                 match e {
                     // A peer going away, or a port probe: the view change is what matters.
                     TransportError::Io(_) => {}
@@ -310,10 +334,13 @@ fn dial(address: &str, shared: &Shared) -> Result<(Stream, Hello), TransportErro
     Err(last)
 }
 
-fn write_loop(to: MemberId, queue: Receiver<Vec<u8>>, shared: Arc<Shared>, queued: Arc<AtomicUsize>) {
-    let take = |record: Vec<u8>| {
-        queued.fetch_sub(record.len(), Ordering::Relaxed);
-        record
+fn write_loop(to: MemberId, queue: Receiver<Message>, shared: Arc<Shared>, queued: Arc<AtomicUsize>) {
+    let take = |message: Message| {
+        queued.fetch_sub(message.payload_bytes(), Ordering::Relaxed);
+        message
+    };
+    let encode = |message: Message| {
+        record::encode_with(RecordKind::Message, message.payload_bytes() + 256, |w| message.encode_into(w))
     };
     let mut connection: Option<BufWriter<Stream>> = None;
     let mut last_error = String::new();
@@ -340,10 +367,10 @@ fn write_loop(to: MemberId, queue: Receiver<Vec<u8>>, shared: Arc<Shared>, queue
             last_error.clear();
         }
         let stream = connection.as_mut().expect("connected above");
-        let mut result = stream.write_all(&first);
+        let mut result = stream.write_all(&encode(first));
         while result.is_ok() {
             match queue.try_recv().map(take) {
-                Ok(next) => result = stream.write_all(&next),
+                Ok(next) => result = stream.write_all(&encode(next)),
                 Err(_) => break,
             }
         }

@@ -17,7 +17,7 @@ const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 impl Provider {
     /// `donors`: `wsrep_sst_donor`, the members to ask for state, in order of preference.
     pub fn connect(self: &Arc<Self>, cluster_name: &str, url: &str, donors: &str, bootstrap: bool) -> Status {
-        let (addresses, group_config, cache_dir, tls) = {
+        let (addresses, group_config, cache_dir, tls, sync_log) = {
             let o = lock(&self.options);
             let settings = AddressSettings {
                 cluster_url: url,
@@ -44,7 +44,7 @@ impl Provider {
                     return Status::NodeFail;
                 }
             };
-            (addresses, group_config(cluster_name, &o), cache_dir, tls)
+            (addresses, group_config(cluster_name, &o), cache_dir, tls, o.flag("gcache.sync"))
         };
         let bootstrap = bootstrap || addresses.peers.is_empty();
         let position = {
@@ -102,7 +102,7 @@ impl Provider {
             },
             listen: addresses.listen.clone(),
             data_dir: cache_dir,
-            fsync: false,
+            fsync: sync_log,
             bootstrap: genesis,
             peers: addresses.peers.clone(),
             resume_after: 0,
@@ -239,9 +239,9 @@ fn bind_receiver(
 }
 
 /// The largest writeset this node replicates: `repl.max_ws_size`, capped by what the group
-/// carries in one entry.
+/// carries in one entry (a bigger one is refused before it is ordered, with a clear error).
 pub(super) fn max_writeset_bytes(options: &Options) -> u64 {
-    options.size("repl.max_ws_size").min(u64::from(u32::MAX >> 1))
+    options.size("repl.max_ws_size").min(u64::from(lockstep_group::config::WRITESET_LIMIT_BYTES))
 }
 
 /// Group timeouts and sizes from the Galera options of the same meaning.

@@ -45,7 +45,7 @@ fn members_with_certificates_of_one_ca_exchange_messages_over_tls() {
     let (a, _) = listening_tls(1, "a-node1", "a");
     let (b, b_rx) = listening_tls(2, "a-node2", "a");
     a.set_address(MemberId(2), &b.local_addr().to_string());
-    a.send(MemberId(2), &message(1));
+    a.send(MemberId(2), message(1));
     assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
     // Over TLS the wire carries no record in the clear.
     let mut raw = TcpStream::connect(b.local_addr()).unwrap();
@@ -60,12 +60,12 @@ fn members_of_another_ca_or_without_tls_are_refused() {
     let (b, b_rx) = listening_tls(2, "a-node2", "a");
     let (other_ca, _) = listening_tls(3, "b-node1", "b");
     other_ca.set_address(MemberId(2), &b.local_addr().to_string());
-    other_ca.send(MemberId(2), &message(3));
+    other_ca.send(MemberId(2), message(3));
     let (plain, plain_rx) = listening(4, "c");
     plain.set_address(MemberId(2), &b.local_addr().to_string());
-    plain.send(MemberId(2), &message(4));
+    plain.send(MemberId(2), message(4));
     b.set_address(MemberId(4), &plain.local_addr().to_string());
-    b.send(MemberId(4), &message(2));
+    b.send(MemberId(4), message(2));
     assert!(b_rx.recv_timeout(Duration::from_millis(700)).is_err());
     assert!(plain_rx.try_recv().is_err());
 }
@@ -93,7 +93,7 @@ fn unauthenticated_connections_are_capped_and_the_cap_frees_up() {
     }
     let (a, _) = listening(1, "c");
     a.set_address(MemberId(2), &b.local_addr().to_string());
-    a.send(MemberId(2), &message(1));
+    a.send(MemberId(2), message(1));
     assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
 }
 
@@ -102,7 +102,7 @@ fn peers_of_one_cluster_exchange_messages() {
     let (a, _) = listening(1, "c");
     let (b, b_rx) = listening(2, "c");
     a.set_address(MemberId(2), &b.local_addr().to_string());
-    a.send(MemberId(2), &message(1));
+    a.send(MemberId(2), message(1));
     let got = b_rx.recv_timeout(Duration::from_secs(5)).unwrap();
     assert_eq!(got, message(1));
 }
@@ -112,7 +112,7 @@ fn a_peer_of_another_cluster_is_refused() {
     let (a, _) = listening(1, "other");
     let (b, b_rx) = listening(2, "c");
     a.set_address(MemberId(2), &b.local_addr().to_string());
-    a.send(MemberId(2), &message(1));
+    a.send(MemberId(2), message(1));
     assert!(b_rx.recv_timeout(Duration::from_millis(500)).is_err());
 
     // Seen from a raw socket: the refusing side closes without answering.
@@ -147,7 +147,7 @@ fn a_malformed_record_drops_the_connection_and_nothing_else() {
     // The transport still serves well-formed peers.
     let (a, _) = listening(1, "c");
     a.set_address(MemberId(2), &b.local_addr().to_string());
-    a.send(MemberId(2), &message(1));
+    a.send(MemberId(2), message(1));
     assert!(b_rx.recv_timeout(Duration::from_secs(5)).is_ok());
 }
 
@@ -161,7 +161,7 @@ fn a_seed_address_is_resolved_to_its_member_and_our_own_is_ignored() {
     let tx = found_tx.clone();
     a.discover(&by_name, move |id| tx.send(id).unwrap());
     assert_eq!(found_rx.recv_timeout(Duration::from_secs(5)).unwrap(), MemberId(2));
-    a.send(MemberId(2), &message(1));
+    a.send(MemberId(2), message(1));
     assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
     // Our own address in the seed list is recognised by our own id.
     a.discover(&a.local_addr().to_string(), move |id| found_tx.send(id).unwrap());
