@@ -36,8 +36,31 @@ pub struct SimArgs {
     trace: bool,
 }
 
+/// With `--trace`, the simulated members' and providers' own log lines go to stdout too.
+struct TraceLogger;
+
+impl log::Log for TraceLogger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Info
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            println!("  {} {}", record.level(), record.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
 /// Exits with status 1 on the first violation, 2 on bad arguments.
 pub fn run(args: SimArgs) {
+    if args.trace {
+        static LOGGER: TraceLogger = TraceLogger;
+        if log::set_logger(&LOGGER).is_ok() {
+            log::set_max_level(log::LevelFilter::Info);
+        }
+    }
     let seeds = match (args.seed, args.seeds) {
         (Some(seed), _) => seed..seed + 1,
         (None, Some(n)) => args.first_seed..args.first_seed + n,

@@ -25,6 +25,16 @@ impl SeqnoWindow {
         seqno <= self.last_contiguous || self.finished_ahead.contains(&seqno)
     }
 
+    /// Everything up to `position` is finished now; seqnos already finished beyond it stay
+    /// so (a state transfer that lands behind them must not undo them).
+    pub fn rebase(&mut self, position: Seqno) {
+        self.finished_ahead.retain(|s| *s > position);
+        self.last_contiguous = position;
+        while self.finished_ahead.remove(&(self.last_contiguous + 1)) {
+            self.last_contiguous += 1;
+        }
+    }
+
     /// Marks `seqno` finished; returns true when the contiguous point moved.
     pub fn finish(&mut self, seqno: Seqno) -> bool {
         if seqno <= self.last_contiguous {
@@ -56,5 +66,11 @@ mod tests {
         assert_eq!(w.last_contiguous(), 6);
         assert!(!w.finish(3), "already finished seqnos are ignored");
         assert_eq!(w.last_contiguous(), 6);
+        w.finish(12);
+        w.finish(9);
+        w.rebase(10);
+        assert_eq!(w.last_contiguous(), 10, "9 is behind the new position, 11 is not finished");
+        w.finish(11);
+        assert_eq!(w.last_contiguous(), 12, "12 was finished before the rebase");
     }
 }

@@ -439,14 +439,13 @@ impl<W: Clone + PartialEq> Core<W> {
             );
             return Err(Status::Fatal);
         }
-        if self.has_state() {
+        let ours = self.last_committed();
+        if self.has_state() && position.seqno <= ours.seqno {
             // Only the handshake: the writesets after our position come in order. The server
             // may report where it stopped: the seqnos we finished since then were views
             // without us, which it never saw.
-            let ours = self.last_committed();
             let stopped_at = self.position;
-            let known =
-                position.uuid == ours.uuid && (stopped_at.seqno.min(ours.seqno)..=ours.seqno).contains(&position.seqno);
+            let known = position.uuid == ours.uuid && position.seqno >= stopped_at.seqno.min(ours.seqno);
             if !known {
                 log::error!("state transfer reported {position}, but this node is at {ours}");
                 return Err(Status::Fatal);
@@ -455,6 +454,8 @@ impl<W: Clone + PartialEq> Core<W> {
             log::info!("state confirmed at {position}; catching up with the group");
             return Ok(position);
         }
+        // A snapshot: newer than anything we held, it replaces our data and what we queued
+        // up to it.
         self.connection.as_mut().expect("current").has_state = true;
         self.position = position;
         self.restart_windows(position.seqno);

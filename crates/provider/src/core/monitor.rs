@@ -44,10 +44,10 @@ impl<W> Monitor<W> {
         self.waiters.entry(seqno).or_default().push(waiter);
     }
 
-    /// Starts over with everything up to `position` finished; every waiter is woken to look
-    /// again.
+    /// Starts over with everything up to `position` finished (and what was finished beyond
+    /// it); every waiter is woken to look again.
     pub fn restart_at(&mut self, position: Seqno, wake: &mut Vec<W>) {
-        self.window = SeqnoWindow::starting_at(position);
+        self.window.rebase(position);
         wake.extend(std::mem::take(&mut self.waiters).into_values().flatten());
     }
 

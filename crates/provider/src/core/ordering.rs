@@ -256,12 +256,12 @@ impl<W: Clone + PartialEq> Core<W> {
         self.restart_windows(seqno);
     }
 
-    /// A seqno that needs no applier (already in our state, or a view we were not in).
+    /// A seqno that needs no applier (already in our state, or a view we were not in). Also
+    /// without state: a snapshot that lands below it keeps it finished (found by the
+    /// simulator: views without us between a snapshot and the next view left a gap).
     fn finish_unused(&mut self, seqno: Seqno) {
         self.ordering.delivered = seqno;
-        if self.has_state() {
-            self.finish_both(seqno);
-        }
+        self.finish_both(seqno);
     }
 
     fn on_writeset(&mut self, seqno: Seqno, mut ws: Writeset) {
@@ -347,13 +347,16 @@ impl<W: Clone + PartialEq> Core<W> {
             self.finish_unused(seqno);
             return;
         }
+        // Back in a primary component, even if our state already covers this view's seqno
+        // (found by the simulator: a node whose snapshot covered its way back stayed
+        // non-primary for good).
+        c.component = Component::Primary;
         if self.has_state() && seqno <= self.committed.last_contiguous() {
             self.ordering.delivered = seqno;
             return;
         }
         self.ordering.delivered = seqno;
         let c = self.connection.as_mut().expect("checked above");
-        c.component = Component::Primary;
         let first_in_connection = c.joined_at.is_none();
         c.joined_at = c.joined_at.or(Some(seqno));
         // A joining server must see this view before anything is applied: it starts its

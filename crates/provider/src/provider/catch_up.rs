@@ -150,7 +150,10 @@ impl Provider {
             _ => None,
         };
         let header = Header { group, at: d.after, from: gap.as_ref().map(|_| d.position.seqno + 1) };
-        let bypass = gap.is_some() || d.joiner_has_state;
+        // Position only when the gap travels with the group's verdicts: a joiner that holds
+        // the order itself certified it from a fresh index, not the group's, and must not
+        // apply its own verdicts (found by the simulator: a commit rolled back on the joiner).
+        let bypass = gap.is_some();
         let (address, preload) = (d.ist_addr.clone(), d.preload.clone());
         let spawned = std::thread::Builder::new().name("lockstep-ist-send".into()).spawn(move || {
             let what = match &header.from {

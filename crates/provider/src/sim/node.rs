@@ -844,7 +844,10 @@ impl Node {
                     .collect::<Vec<_>>(),
             )
         });
-        let bypass = gap.is_some() || d.joiner_has_state;
+        // Position only when the gap travels with the group's verdicts: a joiner that holds
+        // the order itself certified it from a fresh index, not the group's, and must not
+        // apply its own verdicts (found by the simulator: a commit rolled back on the joiner).
+        let bypass = gap.is_some();
         let Some((to, incarnation)) = parse_sim_address(&d.ist_addr) else { return };
         let from = gap.as_ref().map(|_| d.position.seqno + 1);
         env.transfers.push(PendingTransfer {
@@ -898,12 +901,13 @@ impl Node {
                 busy.push(format!("applier {a}: {applier:?}"));
             }
         }
-        if let Some(core) = self.core.as_ref().filter(|c| c.queued_events() > 0) {
+        if let Some(core) = self.core.as_ref().filter(|c| c.queued_events() > 0 || c.phase() != Phase::Synced) {
             let c = core.connection().expect("connected");
             busy.push(format!(
-                "queue: {:?}; catch-up {:?}, has state {}, committed {}",
+                "queue: {:?}; catch-up {:?}, component {:?}, has state {}, committed {}",
                 core.queue_head(6),
                 c.catch_up,
+                c.component,
                 c.has_state,
                 core.last_committed().seqno
             ));
