@@ -113,7 +113,10 @@ fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
     let started = Instant::now();
     let (mut runs, mut acked, mut crashes, mut transfers, mut lost) = (0u64, 0u64, 0u64, 0u64, 0u64);
     for seed in seeds {
-        match provider_sim::run_seed(seed, trace) {
+        // A panic is a violation too (the cores assert their state transitions).
+        let run = std::panic::catch_unwind(|| provider_sim::run_seed(seed, trace));
+        let Ok(result) = run else { fail("provider", format!("seed {seed}: a core panicked (see above)"), seed) };
+        match result {
             Ok(outcome) => {
                 runs += 1;
                 acked += outcome.acked;

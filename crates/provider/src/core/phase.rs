@@ -78,9 +78,11 @@ impl Phase {
             (Closed, Opening) => true,
             // The first delivery: a bootstrapped node holds the state, a joiner asks for it.
             (Opening, Joined | Joining(Pending)) => true,
+            // The server's receiver serves the whole handshake: a transfer started for an
+            // earlier request may end after a later one found no donor.
             (Joining(from), Joining(to)) => matches!(
                 (from, to),
-                (Pending | NoDonor | Requested, Requested) | (Requested, NoDonor | Received { .. })
+                (Pending | NoDonor | Requested, Requested) | (Requested, NoDonor) | (Requested | NoDonor, Received { .. })
             ),
             // The server took the state (or needs none: a reconnect that continues its own).
             (Joining(Received { .. } | Pending), Joined) => true,
