@@ -609,6 +609,11 @@ impl<S: LogStore> Member<S> {
         std::mem::take(&mut self.outbox)
     }
 
+    /// Deliveries wait for the application.
+    pub fn has_deliveries(&self) -> bool {
+        !self.recv_queue.is_empty()
+    }
+
     pub fn pop_delivered(&mut self) -> Option<Delivered> {
         self.pop_delivery().map(|(d, _)| d)
     }
@@ -858,13 +863,15 @@ impl<S: LogStore> Member<S> {
             // In flight recently: skip it; after a pause, assume loss and send again.
             let until_ms = sent.big.map_or(sent.at_ms, |(_, until_ms)| until_ms.max(sent.at_ms));
             let recent = self.now_ms < until_ms + 2 * self.config.heartbeat_interval_ms;
-            if sent.term == term && recent && sent.upto >= first.index {
+            if sent.term == term && recent {
                 let last = message.entries().last().map_or(0, |(p, _)| p.index);
-                if last <= sent.upto && commit == sent.commit {
-                    // Nothing new for it: sending would only start a reply ping-pong.
-                    return;
+                if sent.upto >= first.index {
+                    if last <= sent.upto && commit == sent.commit {
+                        // Nothing new for it: sending would only start a reply ping-pong.
+                        return;
+                    }
+                    message.strip_entries_prefix((sent.upto.min(last) + 1 - first.index) as usize);
                 }
-                message.strip_entries_prefix((sent.upto.min(last) + 1 - first.index) as usize);
             }
         }
         let mut payloads = Vec::new();

@@ -1,9 +1,15 @@
-//! A running member: the `Member` state machine driven by one thread, with the TCP
-//! transport and the on-disk cache at its edges. This is what the provider uses.
+//! A running member: the `Member` state machine with the TCP transport and the on-disk
+//! cache at its edges. This is what the provider uses.
 //!
-//! If the driver thread panics, the member stops visibly: `status().failed` says why,
-//! every submission waiting or to come gets `SubmitError::Failed`, and the delivery
-//! stream closes. Nothing waits forever on a thread that is gone.
+//! The member sits in a mutex with a queue of inputs. A ticker thread takes what is queued,
+//! in batches with one flush of the cache each (one fsync with `gcache.sync`: group commit),
+//! and runs timeouts. When the node is idle, a client's writeset and a peer's message skip
+//! the queue and are processed on the thread that has them: no hand-off at low load, batches
+//! under load (see docs/design/group-run-to-completion.md).
+//!
+//! If processing panics, the member stops visibly: `status().failed` says why, every
+//! submission waiting or to come gets `SubmitError::Failed`, and the delivery stream
+//! closes. Nothing waits forever on work nobody will do.
 
 use crate::cache::{FileStore, LogStore};
 use crate::config::GroupConfig;
@@ -11,20 +17,27 @@ use crate::member::{Member, Status};
 use crate::message::{Body, Message};
 use crate::transport::{Tls, TlsError, Transport};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-/// Events waiting for the driver; a full queue blocks the readers (TCP back-pressure).
+/// Inputs waiting for the member; past this a pusher waits for the member itself (TCP
+/// back-pressure on a reader).
 const EVENT_QUEUE: usize = 8192;
 /// Deliveries handed to the application ahead of it consuming them.
 const DELIVERY_QUEUE: usize = 1024;
-/// Inputs taken per round before the driver flushes (group commit of the cache).
+/// Inputs taken per round before the cache is flushed (group commit).
 const EVENTS_PER_ROUND: usize = 1024;
+/// The ticker's longest sleep: how late a timeout may be noticed at most.
+const TICK_MAX: Duration = Duration::from_millis(50);
+/// How often the status is published and the sink's round runs (primary changes, commit
+/// cuts), at most.
+const PERIODIC_MS: u64 = 10;
 
 /// How to start a node.
 #[derive(Debug, Clone)]
@@ -144,7 +157,119 @@ enum Event {
     ReadCache(Seqno, Seqno, Sender<Result<Vec<Delivered>, Seqno>>),
     Pause,
     Resume,
-    Stop,
+}
+
+/// The member and its queue of inputs, shared by every thread that has work for it.
+struct Engine {
+    /// The thread that takes what others leave queued, and runs timeouts.
+    ticker: std::sync::OnceLock<thread::Thread>,
+    inputs: Mutex<VecDeque<Event>>,
+    /// Submissions of ours waiting for their seqno, as of the last round.
+    in_flight: std::sync::atomic::AtomicUsize,
+    /// `None` once the node stopped, or failed after a panic.
+    driver: Mutex<Option<Driver>>,
+    stopping: AtomicBool,
+}
+
+impl Engine {
+    /// Queues `event` (if any) and processes one batch of what is queued, unless another
+    /// thread is at it (that thread takes it). What is still queued after the batch goes to
+    /// the ticker thread: a reader or a client does not stay to work for others (a reader
+    /// away from its socket would hold up its peer's messages).
+    fn input(&self, event: Option<Event>) {
+        let waiting = {
+            let mut inputs = self.inputs.lock().unwrap_or_else(PoisonError::into_inner);
+            inputs.extend(event);
+            inputs.len()
+        };
+        let guard = match self.driver.try_lock() {
+            Ok(guard) => guard,
+            // Back-pressure: past the queue's bound, wait for the member instead.
+            Err(TryLockError::WouldBlock) if waiting > EVENT_QUEUE => {
+                self.driver.lock().unwrap_or_else(PoisonError::into_inner)
+            }
+            Err(TryLockError::WouldBlock) => return,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        };
+        self.process_batch(guard);
+        if !self.is_idle() {
+            self.wake_ticker();
+        }
+    }
+
+    /// The ticker: processes until nothing is queued.
+    fn drain(&self) {
+        while !self.is_idle() {
+            let guard = self.driver.lock().unwrap_or_else(PoisonError::into_inner);
+            self.process_batch(guard);
+        }
+    }
+
+    fn process_batch(&self, mut guard: std::sync::MutexGuard<'_, Option<Driver>>) {
+        let batch: Vec<Event> = {
+            let mut inputs = self.inputs.lock().unwrap_or_else(PoisonError::into_inner);
+            let take = inputs.len().min(EVENTS_PER_ROUND);
+            inputs.drain(..take).collect()
+        };
+        match guard.as_mut() {
+            None => refuse(batch),
+            Some(driver) => {
+                if let Err(panic) = crate::guarded(|| driver.process(batch)) {
+                    let driver = guard.take().expect("checked above");
+                    driver.fail(format!("group member panicked: {panic}"));
+                    return;
+                }
+                self.in_flight.store(driver.replies.len(), Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.inputs.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+    }
+
+    /// Leaves `event` to the ticker thread; past the queue's bound, waits for room
+    /// (back-pressure on a reader's socket).
+    fn queue(&self, event: Event) {
+        let waiting = {
+            let mut inputs = self.inputs.lock().unwrap_or_else(PoisonError::into_inner);
+            inputs.push_back(event);
+            inputs.len()
+        };
+        if waiting > EVENT_QUEUE {
+            let guard = self.driver.lock().unwrap_or_else(PoisonError::into_inner);
+            self.process_batch(guard);
+        }
+        self.wake_ticker();
+    }
+
+    fn wake_ticker(&self) {
+        if let Some(ticker) = self.ticker.get() {
+            ticker.unpark();
+        }
+    }
+
+    /// How long the ticker may sleep.
+    fn next_tick(&self) -> Duration {
+        let guard = self.driver.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(driver) = guard.as_ref() else { return TICK_MAX };
+        let now = driver.now_ms();
+        let wait = driver.member.next_deadline_ms().saturating_sub(now);
+        Duration::from_millis(wait.clamp(1, TICK_MAX.as_millis() as u64))
+    }
+}
+
+/// Inputs for a member that stopped: every waiting submitter learns it.
+fn refuse(batch: Vec<Event>) {
+    for event in batch {
+        match event {
+            Event::Submit(_, Reply::Channel(reply)) | Event::SendMessage(_, Reply::Channel(reply)) => {
+                drop(reply.send(Err(SubmitError::Failed)))
+            }
+            Event::ReadCache(from, _, reply) => drop(reply.send(Err(from))),
+            _ => {}
+        }
+    }
 }
 
 struct Shared {
@@ -154,11 +279,11 @@ struct Shared {
 
 /// Handle to a running node.
 pub struct GroupNode {
-    events: SyncSender<Event>,
+    engine: Arc<Engine>,
     /// With the default sink: one consumer at a time; the mutex makes the handle `Sync`.
     deliveries: Option<Mutex<Receiver<Delivered>>>,
     shared: Arc<Mutex<Shared>>,
-    driver: Option<JoinHandle<()>>,
+    ticker: Option<JoinHandle<()>>,
     transport: Arc<Transport>,
     tls: Option<Arc<Tls>>,
 }
@@ -210,8 +335,15 @@ impl GroupNode {
         let jitter = Instant::now().elapsed().as_nanos() as u64;
         member.set_rng_seed(std::process::id() as u64 ^ jitter ^ config.info.id.0 << 40);
 
-        let (events, inbox) = mpsc::sync_channel(EVENT_QUEUE);
-        let incoming = Mutex::new(events.clone());
+        let engine = Arc::new(Engine {
+            ticker: std::sync::OnceLock::new(),
+            inputs: Mutex::new(VecDeque::new()),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            driver: Mutex::new(None),
+            stopping: AtomicBool::new(false),
+        });
+        // Weak: the engine owns the transport (through the driver), which owns this callback.
+        let incoming = Arc::downgrade(&engine);
         let transport = Arc::new(Transport::start(
             config.info.id,
             &config.group.cluster_name,
@@ -219,22 +351,31 @@ impl GroupNode {
             crate::config::RECORD_LIMIT_BYTES,
             tls.clone(),
             move |m| {
-                let _ = incoming.lock().expect("not poisoned").send(Event::Incoming(m));
+                // Idle, the reader processes it (no hand-off); busy, the ticker takes it and
+                // the reader goes back to its socket at once.
+                if let Some(engine) = incoming.upgrade() {
+                    if engine.is_idle() && engine.in_flight.load(Ordering::Relaxed) == 0 {
+                        engine.input(Some(Event::Incoming(m)));
+                    } else {
+                        engine.queue(Event::Incoming(m));
+                    }
+                }
             },
         )?);
         for m in &known {
             transport.set_address(m.id, &m.address);
         }
         for address in &config.peers {
-            let found = events.clone();
+            let found: Weak<Engine> = Arc::downgrade(&engine);
             transport.discover(address, move |id| {
-                let _ = found.send(Event::Seed(id));
+                if let Some(engine) = found.upgrade() {
+                    engine.input(Some(Event::Seed(id)));
+                }
             });
         }
         let shared = Arc::new(Mutex::new(Shared { status: member.status(), queue_lengths: member.queue_lengths() }));
         let driver = Driver {
             member,
-            inbox,
             transport: transport.clone(),
             sink,
             sink_full: false,
@@ -242,54 +383,72 @@ impl GroupNode {
             shared: shared.clone(),
             replies: BTreeMap::new(),
             started: Instant::now(),
+            last_periodic_ms: 0,
         };
-        let handle = thread::Builder::new().name(format!("{}-driver", config.info.id)).spawn(move || {
-            let mut driver = driver;
-            if let Err(panic) = crate::guarded(|| driver.run()) {
-                driver.fail(format!("group driver panicked: {panic}"));
+        *engine.driver.lock().expect("not shared yet") = Some(driver);
+        let ticking = engine.clone();
+        let ticker = thread::Builder::new().name(format!("{}-ticker", config.info.id)).spawn(move || {
+            while !ticking.stopping.load(Ordering::SeqCst) {
+                thread::park_timeout(ticking.next_tick());
+                // A round even with nothing queued: timeouts, periodic work.
+                let guard = ticking.driver.lock().unwrap_or_else(PoisonError::into_inner);
+                ticking.process_batch(guard);
+                ticking.drain();
             }
         })?;
-        Ok(Self { events, deliveries: None, shared, driver: Some(handle), transport, tls })
+        let _ = engine.ticker.set(ticker.thread().clone());
+        Ok(Self { engine, deliveries: None, shared, ticker: Some(ticker), transport, tls })
+    }
+
+    fn input(&self, event: Event) {
+        self.engine.input(Some(event));
+    }
+
+    /// An application thread's submission: processed at once on this thread when nothing of
+    /// ours is in flight (low load: no hand-off), else left to the ticker, which takes it
+    /// with whatever else arrives meanwhile (under load: one append for many writesets).
+    fn submit_input(&self, event: Event) {
+        if self.engine.in_flight.load(Ordering::Relaxed) == 0 {
+            self.input(event);
+        } else {
+            self.engine.queue(event);
+        }
     }
 
     /// Orders a writeset; blocks until it has its seqno (or cannot get one).
     pub fn submit(&self, data: Vec<u8>) -> Result<Seqno, SubmitError> {
-        // A closed channel means the driver is gone.
+        // A dropped reply means the member is gone.
         self.submit_async(data).recv().unwrap_or(Err(SubmitError::Failed))
     }
 
     /// Orders a writeset; the seqno arrives on the returned channel.
     pub fn submit_async(&self, data: Vec<u8>) -> Receiver<Result<Seqno, SubmitError>> {
         let (tx, rx) = mpsc::channel();
-        let _ = self.events.send(Event::Submit(data, Reply::Channel(tx)));
+        self.input(Event::Submit(data, Reply::Channel(tx)));
         rx
     }
 
     /// Orders a writeset without waiting: it arrives in the delivery stream, or its failure
     /// reaches the sink's `submit_failed` with `tag`.
     pub fn submit_tagged(&self, data: Vec<u8>, tag: u64) {
-        if self.events.send(Event::Submit(data, Reply::Tag(tag))).is_err() {
-            log::warn!("writeset submitted after the group member stopped");
-        }
+        self.submit_input(Event::Submit(data, Reply::Tag(tag)));
     }
 
     /// [`GroupNode::send_message`] without waiting, like [`GroupNode::submit_tagged`].
     pub fn send_message_tagged(&self, data: Vec<u8>, tag: u64) {
-        if self.events.send(Event::SendMessage(data, Reply::Tag(tag))).is_err() {
-            log::warn!("message sent after the group member stopped");
-        }
+        self.input(Event::SendMessage(data, Reply::Tag(tag)));
     }
 
     /// A read barrier (a causal read's point) for the sink, with `tag`: its seqno reaches the
     /// sink's `barrier_reached`, or `SubmitError::NoLease` its `submit_failed` (then order a
     /// barrier message instead).
     pub fn read_barrier_tagged(&self, tag: u64) {
-        let _ = self.events.send(Event::ReadBarrier(tag));
+        self.input(Event::ReadBarrier(tag));
     }
 
     /// The sink has room again after refusing a delivery.
     pub fn resume_deliveries(&self) {
-        let _ = self.events.send(Event::ResumeDeliveries);
+        self.input(Event::ResumeDeliveries);
     }
 
     /// Orders an unnumbered message (delivered everywhere as `DeliveredKind::Message`,
@@ -297,7 +456,7 @@ impl GroupNode {
     /// not pause messages.
     pub fn send_message(&self, data: Vec<u8>) -> Receiver<Result<Seqno, SubmitError>> {
         let (tx, rx) = mpsc::channel();
-        let _ = self.events.send(Event::SendMessage(data, Reply::Channel(tx)));
+        self.input(Event::SendMessage(data, Reply::Channel(tx)));
         rx
     }
 
@@ -322,26 +481,26 @@ impl GroupNode {
     /// `Err(oldest retained seqno)` if `from` was purged (a state transfer is needed).
     pub fn cached_range(&self, from: Seqno, to: Seqno) -> Result<Vec<Delivered>, Seqno> {
         let (tx, rx) = mpsc::channel();
-        let _ = self.events.send(Event::ReadCache(from, to, tx));
+        self.input(Event::ReadCache(from, to, tx));
         rx.recv().unwrap_or(Err(from))
     }
 
     pub fn pause_senders(&self) {
-        let _ = self.events.send(Event::Pause);
+        self.input(Event::Pause);
     }
 
     pub fn resume_senders(&self) {
-        let _ = self.events.send(Event::Resume);
+        self.input(Event::Resume);
     }
 
     #[cfg(test)]
     fn inject_panic(&self) {
-        let _ = self.events.send(Event::Panic);
+        self.input(Event::Panic);
     }
 
     /// Leaves the primary component gracefully; `status().left` turns true when done.
     pub fn leave(&self) {
-        let _ = self.events.send(Event::Leave);
+        self.input(Event::Leave);
     }
 
     pub fn local_addr(&self) -> std::net::SocketAddr {
@@ -366,17 +525,20 @@ impl GroupNode {
 
 impl Drop for GroupNode {
     fn drop(&mut self) {
-        let _ = self.events.send(Event::Stop);
-        if let Some(handle) = self.driver.take() {
-            let _ = handle.join();
+        self.engine.stopping.store(true, Ordering::SeqCst);
+        if let Some(ticker) = self.ticker.take() {
+            ticker.thread().unpark();
+            let _ = ticker.join();
         }
+        // Stop the readers first, then close the cache (the member goes with the driver).
         self.transport.shutdown();
+        let driver = self.engine.driver.lock().unwrap_or_else(PoisonError::into_inner).take();
+        drop(driver);
     }
 }
 
 struct Driver {
     member: Member<FileStore>,
-    inbox: Receiver<Event>,
     transport: Arc<Transport>,
     sink: Box<dyn DeliverySink>,
     /// The sink refused more: deliveries wait in the member's receive queue.
@@ -385,6 +547,7 @@ struct Driver {
     shared: Arc<Mutex<Shared>>,
     replies: BTreeMap<u64, Reply>,
     started: Instant,
+    last_periodic_ms: u64,
 }
 
 impl Driver {
@@ -392,63 +555,58 @@ impl Driver {
         self.started.elapsed().as_millis() as u64
     }
 
-    fn run(&mut self) {
-        loop {
-            let now = self.now_ms();
-            let wait = self.member.next_deadline_ms().saturating_sub(now).clamp(1, 50);
-            let first = match self.inbox.recv_timeout(Duration::from_millis(wait)) {
-                Ok(event) => Some(event),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return,
-            };
-            let now = self.now_ms();
-            self.member.tick(now);
-            let mut next = first;
-            for _ in 0..EVENTS_PER_ROUND {
-                let Some(event) = next.take() else { break };
-                if !self.handle(event) {
-                    return;
+    /// One round: the inputs, then one flush, the sends, the completions and the
+    /// deliveries.
+    fn process(&mut self, batch: Vec<Event>) {
+        let now = self.now_ms();
+        self.member.tick(now);
+        for event in batch {
+            self.handle(event);
+        }
+        self.member.flush();
+        self.send_outbox();
+        for (request, result) in self.member.take_completions() {
+            match self.replies.remove(&request) {
+                Some(Reply::Channel(reply)) => drop(reply.send(result)),
+                Some(Reply::Tag(tag)) => {
+                    if let Err(e) = result {
+                        self.sink.submit_failed(tag, e, &mut self.outbox);
+                    }
                 }
-                next = self.inbox.try_recv().ok();
+                Some(Reply::Barrier(tag)) => match result {
+                    Ok(seqno) => self.sink.barrier_reached(tag, seqno, &mut self.outbox),
+                    Err(e) => self.sink.submit_failed(tag, e, &mut self.outbox),
+                },
+                None => {}
+            }
+        }
+        // The status (a copy of the view), the sink's round and publishing it are for
+        // deliveries and for periodic work: not for every input (many small rounds now).
+        let periodic = now >= self.last_periodic_ms + PERIODIC_MS || self.sink_full;
+        if self.member.has_deliveries() || periodic {
+            let status = self.member.status();
+            self.hand_over_deliveries(&status);
+            if periodic {
+                self.last_periodic_ms = now;
+                let room = self.sink.round(&status, &mut self.outbox);
+                if self.sink_full {
+                    self.sink_full = !room;
+                }
+                self.publish(status);
+            }
+        }
+        let messages = std::mem::take(&mut self.outbox.messages);
+        if !messages.is_empty() {
+            for (data, tag) in messages {
+                let request = self.member.send_message(data);
+                self.await_reply(request, Reply::Tag(tag));
             }
             self.member.flush();
             self.send_outbox();
-            let status = self.member.status();
-            for (request, result) in self.member.take_completions() {
-                match self.replies.remove(&request) {
-                    Some(Reply::Channel(reply)) => drop(reply.send(result)),
-                    Some(Reply::Tag(tag)) => {
-                        if let Err(e) = result {
-                            self.sink.submit_failed(tag, e, &mut self.outbox);
-                        }
-                    }
-                    Some(Reply::Barrier(tag)) => match result {
-                        Ok(seqno) => self.sink.barrier_reached(tag, seqno, &mut self.outbox),
-                        Err(e) => self.sink.submit_failed(tag, e, &mut self.outbox),
-                    },
-                    None => {}
-                }
-            }
-            self.hand_over_deliveries(&status);
-            if self.sink_full {
-                self.sink_full = !self.sink.round(&status, &mut self.outbox);
-            } else {
-                self.sink.round(&status, &mut self.outbox);
-            }
-            let messages = std::mem::take(&mut self.outbox.messages);
-            if !messages.is_empty() {
-                for (data, tag) in messages {
-                    let request = self.member.send_message(data);
-                    self.await_reply(request, Reply::Tag(tag));
-                }
-                self.member.flush();
-                self.send_outbox();
-            }
-            self.publish(status);
         }
     }
 
-    fn handle(&mut self, event: Event) -> bool {
+    fn handle(&mut self, event: Event) {
         match event {
             Event::Incoming(message) => {
                 if let Body::Join(info) = &message.body {
@@ -476,17 +634,15 @@ impl Driver {
             }
             Event::Pause => self.member.pause_senders(),
             Event::Resume => self.member.resume_senders(),
-            Event::Stop => return false,
             #[cfg(test)]
             Event::Panic => panic!("injected by a test"),
         }
-        true
     }
 
     /// After a panic the member's state cannot be trusted: publish the failure, answer
-    /// every waiting submitter (the sink learns it from a last round), and close the inbox
-    /// and the delivery stream (by dropping them), so that later submissions fail at once
-    /// and the application sees the end.
+    /// every waiting submitter (the sink learns it from a last round), and close the
+    /// delivery stream (by dropping the sink), so that later submissions fail at once and
+    /// the application sees the end.
     fn fail(mut self, reason: String) {
         log::error!("{}: the member stops: {reason}", self.member.id());
         let status = {
@@ -497,14 +653,7 @@ impl Driver {
             shared.status.clone()
         };
         self.shared.clear_poison();
-        let mut waiting: Vec<Reply> = std::mem::take(&mut self.replies).into_values().collect();
-        while let Ok(event) = self.inbox.try_recv() {
-            match event {
-                Event::Submit(_, reply) | Event::SendMessage(_, reply) => waiting.push(reply),
-                Event::ReadBarrier(tag) => waiting.push(Reply::Barrier(tag)),
-                _ => {}
-            }
-        }
+        let waiting: Vec<Reply> = std::mem::take(&mut self.replies).into_values().collect();
         for reply in waiting {
             match reply {
                 Reply::Channel(reply) => drop(reply.send(Err(SubmitError::Failed))),

@@ -246,7 +246,7 @@ fn a_writeset_at_the_limit_reaches_everyone_a_bigger_one_is_refused_and_the_orde
 }
 
 #[test]
-fn a_panic_on_the_driver_fails_the_member_visibly_and_nothing_waits_for_it() {
+fn a_panic_in_the_member_fails_it_visibly_and_nothing_waits_for_it() {
     let _serial = one_at_a_time();
     let dir = temp_dir("panic");
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
@@ -274,7 +274,7 @@ fn a_panic_on_the_driver_fails_the_member_visibly_and_nothing_waits_for_it() {
 
     assert_eq!(waiting.recv_timeout(Duration::from_secs(5)), Ok(Err(SubmitError::Failed)));
     let status = leader.status();
-    assert_eq!(status.failed.as_deref(), Some("group driver panicked: injected by a test"));
+    assert_eq!(status.failed.as_deref(), Some("group member panicked: injected by a test"));
     assert!(!status.primary);
     let started = Instant::now();
     assert_eq!(leader.submit(b"after".to_vec()), Err(SubmitError::Failed));

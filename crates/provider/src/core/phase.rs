@@ -82,7 +82,9 @@ impl Phase {
             // earlier request may end after a later one found no donor.
             (Joining(from), Joining(to)) => matches!(
                 (from, to),
-                (Pending | NoDonor | Requested, Requested) | (Requested, NoDonor) | (Requested | NoDonor, Received { .. })
+                (Pending | NoDonor | Requested, Requested)
+                    | (Requested, NoDonor)
+                    | (Requested | NoDonor, Received { .. })
             ),
             // The server took the state (or needs none: a reconnect that continues its own).
             (Joining(Received { .. } | Pending), Joined) => true,
