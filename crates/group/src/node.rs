@@ -342,6 +342,10 @@ impl GroupNode {
             driver: Mutex::new(None),
             stopping: AtomicBool::new(false),
         });
+        // Held until the driver is in place: what the transport brings meanwhile (a seed's
+        // answer, a peer's message) stays queued for the ticker instead of meeting an empty
+        // slot, which means a stopped node and refuses it.
+        let mut slot = engine.driver.lock().expect("not shared yet");
         // Weak: the engine owns the transport (through the driver), which owns this callback.
         let incoming = Arc::downgrade(&engine);
         let transport = Arc::new(Transport::start(
@@ -385,7 +389,8 @@ impl GroupNode {
             started: Instant::now(),
             last_periodic_ms: 0,
         };
-        *engine.driver.lock().expect("not shared yet") = Some(driver);
+        *slot = Some(driver);
+        drop(slot);
         let ticking = engine.clone();
         let ticker = thread::Builder::new().name(format!("{}-ticker", config.info.id)).spawn(move || {
             while !ticking.stopping.load(Ordering::SeqCst) {
@@ -397,6 +402,7 @@ impl GroupNode {
             }
         })?;
         let _ = engine.ticker.set(ticker.thread().clone());
+        engine.wake_ticker();
         Ok(Self { engine, deliveries: None, shared, ticker: Some(ticker), transport, tls })
     }
 

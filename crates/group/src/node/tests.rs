@@ -48,10 +48,19 @@ fn config(n: usize, ports: &[u16], dir: &Path, bootstrap: Option<Genesis>, resum
     }
 }
 
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+fn wait_for(what: &str, f: impl FnMut() -> bool) {
+    wait_for_nodes(&[], what, f);
+}
+
+/// As `wait_for`, and a timeout shows what each of `nodes` reports, to tell a lost join
+/// from a slow machine.
+fn wait_for_nodes(nodes: &[GroupNode], what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        if Instant::now() >= deadline {
+            let statuses: Vec<_> = nodes.iter().map(GroupNode::status).collect();
+            panic!("timed out waiting for {what}; the nodes report {statuses:#?}");
+        }
         thread::sleep(Duration::from_millis(20));
     }
 }
@@ -80,7 +89,9 @@ fn three_nodes_over_tcp_order_writesets_and_messages_and_an_evicted_member_rejoi
     let genesis = Genesis { history: [7; 16], base_seqno: 1000 };
     let mut nodes: Vec<GroupNode> =
         (1..=3).map(|n| GroupNode::start(config(n, &ports, &dir, (n == 1).then_some(genesis), 0)).unwrap()).collect();
-    wait_for("a view of three", || nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3));
+    wait_for_nodes(&nodes, "a view of three", || {
+        nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3)
+    });
     assert!(nodes.iter().all(|n| n.status().history == genesis.history));
 
     let mut seqnos = Vec::new();
@@ -213,7 +224,7 @@ fn a_writeset_at_the_limit_reaches_everyone_a_bigger_one_is_refused_and_the_orde
         })
         .collect();
     let leads = |n: &GroupNode| n.status().leader == Some(n.status().id);
-    wait_for("a view of three and a leader", || {
+    wait_for_nodes(&nodes, "a view of three and a leader", || {
         nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3) && nodes.iter().any(leads)
     });
     let leader = nodes.iter().find(|n| leads(n)).unwrap();
@@ -261,7 +272,7 @@ fn a_panic_in_the_member_fails_it_visibly_and_nothing_waits_for_it() {
         })
         .collect();
     let leads = |n: &GroupNode| n.status().leader == Some(n.status().id);
-    wait_for("a view of three and a leader", || {
+    wait_for_nodes(&nodes, "a view of three and a leader", || {
         nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3) && nodes.iter().any(leads)
     });
     let leader = nodes.remove(nodes.iter().position(leads).unwrap());
