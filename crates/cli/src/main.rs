@@ -17,7 +17,8 @@ enum Command {
     /// Build, start, inspect and stop local MariaDB clusters on loopback.
     #[command(subcommand)]
     Cluster(cluster_cmd::ClusterCommand),
-    /// Run the deterministic group-layer simulator (exits non-zero on a violation).
+    /// Run the deterministic simulators: the group layer, and provider cores with simulated
+    /// servers over it (exits non-zero on a violation).
     Sim(sim_cmd::SimArgs),
     /// Group-layer benchmark: 3 members over loopback TCP (not a test).
     Bench(bench_cmd::BenchArgs),
