@@ -433,11 +433,14 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     /// The node stops serving: every waiter is woken to find out, and every later call fails.
+    /// A writeset still waiting for its place fails now: deliveries are ignored from here on,
+    /// so its outcome would never come.
     pub fn fail(&mut self, why: &str) {
         if !self.failed {
             log::error!("{why}: this node stops replicating; restart it to rejoin the cluster");
         }
         self.failed = true;
+        self.fail_in_flight(Status::ConnFail);
         self.wake_everyone();
     }
 
