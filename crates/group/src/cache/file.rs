@@ -211,7 +211,7 @@ pub fn load_or_create_member_id(dir: &Path) -> io::Result<MemberId> {
         },
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             fs::create_dir_all(dir)?;
-            let id = random_member_id();
+            let id = new_member_id();
             replace_file(dir, MEMBER_ID_FILE, format!("{}\n", id.0).as_bytes())?;
             Ok(id)
         }
@@ -219,16 +219,20 @@ pub fn load_or_create_member_id(dir: &Path) -> io::Result<MemberId> {
     }
 }
 
-/// Random, non-zero and below 2^63 (the vote file stores an id plus one). std's hasher
-/// keys come from the OS's random source.
-fn random_member_id() -> MemberId {
+/// Non-zero and below 2^63 (the vote file stores an id plus one): the creation time in
+/// milliseconds, then 20 random bits. Views list members by id, so members made one after
+/// another are listed (and numbered for MariaDB: `wsrep_local_index`, the auto-increment
+/// offsets) in the order they were made, as Galera's time-based node UUIDs are. std's
+/// hasher keys come from the OS's random source.
+fn new_member_id() -> MemberId {
     use std::hash::{BuildHasher, Hasher};
     loop {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         h.write_u128(now.as_nanos());
         h.write_u32(std::process::id());
-        let id = h.finish() >> 1;
+        let millis = now.as_millis() as u64;
+        let id = ((millis << 20) | (h.finish() & 0xf_ffff)) & (u64::MAX >> 1);
         if id != 0 {
             return MemberId(id);
         }
@@ -529,10 +533,12 @@ mod tests {
     }
 
     #[test]
-    fn member_ids_are_random_and_a_damaged_id_file_is_an_error() {
+    fn member_ids_follow_their_creation_and_a_damaged_id_file_is_an_error() {
         let (a, b) = (temp_dir("id-a"), temp_dir("id-b"));
         let id = load_or_create_member_id(&a).unwrap();
-        assert_ne!(id, load_or_create_member_id(&b).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(id < load_or_create_member_id(&b).unwrap(), "a member made later sorts after");
+        assert_eq!(load_or_create_member_id(&a).unwrap(), id, "an id is made once");
         assert_eq!(fs::read_to_string(a.join(MEMBER_ID_FILE)).unwrap(), format!("{}\n", id.0));
         fs::write(a.join(MEMBER_ID_FILE), "0\n").unwrap();
         assert!(load_or_create_member_id(&a).is_err());
