@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing Lockstep needs on a Debian 12 machine, as root: MariaDB
-# 10.11 with Galera 4 (the reference provider), sysbench, rsync (SST), MariaDB's mtr suites,
+# 10.11 with Galera 4 (the reference provider), sysbench, rsync and mariadb-backup (the SST
+# methods of MariaDB's scripts; mtr's mariabackup tests need the latter), MariaDB's mtr suites,
 # openssl (the certificates of `lockstep cluster up`), python3 (licence check) and PyMySQL (the
 # read-after-write client of bench/commit-path.sh). Idempotent; quick when everything is present.
 set -euo pipefail
 
-packages=(mariadb-server mariadb-client galera-4 sysbench rsync mariadb-test mariadb-test-data openssl python3-pymysql)
+packages=(mariadb-server mariadb-client mariadb-backup galera-4 sysbench rsync mariadb-test mariadb-test-data openssl python3-pymysql)
 command -v python3 >/dev/null || packages+=(python3)
 
 missing=()
