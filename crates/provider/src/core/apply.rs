@@ -101,6 +101,19 @@ pub enum HandshakeStep {
     },
 }
 
+/// What a joiner's applier does about its state request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestStart {
+    /// The connection ended meanwhile.
+    Ended,
+    /// The state arrived while the applier waited to ask again after a "no donor" answer
+    /// (a donor that other members chose may still send it): nothing to ask, take it.
+    AlreadyReceived,
+    /// Send the request: our position, whether we also hold the order from there,
+    /// `ist.recv_addr`, the donors asked for.
+    Send { position: Gtid, has_state: bool, ist_addr: String, donors: String },
+}
+
 /// Whether an applier may run an event now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Turn {
@@ -359,11 +372,13 @@ impl<W: Clone + PartialEq> Core<W> {
 
     // ---- joiner: the server's handshake ------------------------------------------------
 
-    /// Starts (or repeats) our state request with id `request_id`; returns what it carries:
-    /// our position, whether we also hold the order from there, `ist.recv_addr`, donors.
-    pub fn begin_state_request(&mut self, generation: u64, request_id: u64) -> Option<(Gtid, bool, String, String)> {
+    /// Starts (or repeats) our state request with id `request_id`.
+    pub fn begin_state_request(&mut self, generation: u64, request_id: u64) -> RequestStart {
         if !self.is_current(generation) || !matches!(self.phase, Phase::Joining(_)) {
-            return None;
+            return RequestStart::Ended;
+        }
+        if matches!(self.phase, Phase::Joining(Handshake::Received { .. })) {
+            return RequestStart::AlreadyReceived;
         }
         let has_state = self.has_state();
         // Without the order from our position, our data may still be in this history: a
@@ -379,7 +394,7 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         let c = self.connection.as_mut().expect("current");
         c.request_id = request_id;
-        Some((position, has_state, c.ist_addr.clone(), c.donors.clone()))
+        RequestStart::Send { position, has_state, ist_addr: c.ist_addr.clone(), donors: c.donors.clone() }
     }
 
     /// How our request stands; `None` after registering `waiter`.
@@ -404,6 +419,17 @@ impl<W: Clone + PartialEq> Core<W> {
     /// The server's `sst_received`.
     pub fn sst_received(&mut self, position: Gtid, rcode: i32) -> Status {
         match self.phase {
+            Phase::Joining(Handshake::NoDonor) => {
+                // Found by the simulator: a joiner that restarted past a gap in the group's
+                // log guesses which members are synced and may find no donor where the others
+                // chose one. That donor's state came, but this node refused its stream: it
+                // cannot continue from it, and stops rather than wait forever.
+                log::error!(
+                    "state transfer result {position} (rcode {rcode}) arrived after this node found no donor                      for its request: it cannot tell where that state ends; restart it to rejoin"
+                );
+                self.set_phase(Phase::Joining(Handshake::Received { position, rcode: -1 }));
+                Status::Ok
+            }
             Phase::Joining(h) => {
                 if h != Handshake::Requested {
                     log::warn!("state transfer result {position} (rcode {rcode}) arrived before it was requested");

@@ -18,7 +18,7 @@ pub mod phase;
 mod stats;
 mod trx;
 
-pub use apply::{member_uuid, Donation, Event, HandshakeStep, Task, Transferred, Turn};
+pub use apply::{member_uuid, Donation, Event, HandshakeStep, RequestStart, Task, Transferred, Turn};
 pub use control::Opening;
 pub use ordering::{DeliveryContext, Payload};
 pub use stats::{StatValue, StatVar, StatsSnapshot};

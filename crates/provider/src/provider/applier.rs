@@ -4,7 +4,7 @@
 //! here, and a donor's donation.
 use super::Provider;
 use crate::application::{ApplyRequest, RecvCtx, View, WsHandle};
-use crate::core::{Donation, Event, HandshakeStep, Task, Turn, REMOTE_HANDLE};
+use crate::core::{Donation, Event, HandshakeStep, RequestStart, Task, Turn, REMOTE_HANDLE};
 use crate::types::{flags, Gtid, Seqno, Status, TrxMeta};
 use crate::writeset::{Control, Writeset};
 use std::time::Duration;
@@ -108,21 +108,28 @@ impl Provider {
         }
         loop {
             let id = new_request_id();
-            let Some((position, has_state, ist_addr, donors)) =
-                self.with_core(|core| core.begin_state_request(generation, id))
-            else {
-                return Ok(());
-            };
-            let Some(link) = self.node_of(generation) else { return Ok(()) };
-            let message =
-                Control::StateRequest { sst_request: request.clone(), position, donors, has_state, ist_addr, id };
-            log::info!("requesting state transfer at view {} (local position {position})", view.state_id);
-            let sent = link.node.send_message(message.encode()).recv_timeout(REQUEST_ORDER_TIMEOUT);
-            drop(link);
-            if !matches!(sent, Ok(Ok(_))) {
-                log::info!("the state transfer request was not ordered ({sent:?}); asking again");
-                std::thread::sleep(DONOR_RETRY);
-                continue;
+            match self.with_core(|core| core.begin_state_request(generation, id)) {
+                RequestStart::Ended => return Ok(()),
+                RequestStart::AlreadyReceived => {}
+                RequestStart::Send { position, has_state, ist_addr, donors } => {
+                    let Some(link) = self.node_of(generation) else { return Ok(()) };
+                    let message = Control::StateRequest {
+                        sst_request: request.clone(),
+                        position,
+                        donors,
+                        has_state,
+                        ist_addr,
+                        id,
+                    };
+                    log::info!("requesting state transfer at view {} (local position {position})", view.state_id);
+                    let sent = link.node.send_message(message.encode()).recv_timeout(REQUEST_ORDER_TIMEOUT);
+                    drop(link);
+                    if !matches!(sent, Ok(Ok(_))) {
+                        log::info!("the state transfer request was not ordered ({sent:?}); asking again");
+                        std::thread::sleep(DONOR_RETRY);
+                        continue;
+                    }
+                }
             }
             let step = self.wait_for(None, |core, me| core.handshake_step(generation, me)).expect("no deadline");
             match step {

@@ -10,8 +10,8 @@ use crate::application::{View, WsHandle};
 use crate::certification::{Key, KeyType};
 use crate::core::{
     phase::{CatchUp, Phase},
-    CertifyStart, Core, Donation, Event, HandshakeStep, Observation, Opening, ReplayPlan, Settings, Task, Turn,
-    REMOTE_HANDLE,
+    CertifyStart, Core, Donation, Event, HandshakeStep, Observation, Opening, ReplayPlan, RequestStart, Settings, Task,
+    Turn, REMOTE_HANDLE,
 };
 use crate::grastate::SavedState;
 use crate::types::{flags, Seqno, Status, Uuid};
@@ -743,19 +743,30 @@ impl Node {
                 return Step::Block(Applier::Handshake { view, resend_at_ms, sent });
             }
             let id = env.rng.next_u64() | 1;
-            let Some((position, has_state, ist_addr, donors)) = self.core().begin_state_request(generation, id) else {
-                self.core().requeue_view(view);
-                return Step::Continue(Applier::Idle);
-            };
-            let request =
-                Control::StateRequest { sst_request: b"sim".to_vec(), position, donors, has_state, ist_addr, id };
-            env.group.submit_tagged(self.id, request.encode(), 0, true);
-            if env.trace {
-                println!(
-                    "[{:>6} ms] node {} applier {a} requests state (position {position}, id {id:x})",
-                    env.now_ms,
-                    self.index + 1
-                );
+            match self.core().begin_state_request(generation, id) {
+                RequestStart::Ended => {
+                    self.core().requeue_view(view);
+                    return Step::Continue(Applier::Idle);
+                }
+                RequestStart::AlreadyReceived => {}
+                RequestStart::Send { position, has_state, ist_addr, donors } => {
+                    let request = Control::StateRequest {
+                        sst_request: b"sim".to_vec(),
+                        position,
+                        donors,
+                        has_state,
+                        ist_addr,
+                        id,
+                    };
+                    env.group.submit_tagged(self.id, request.encode(), 0, true);
+                    if env.trace {
+                        println!(
+                            "[{:>6} ms] node {} applier {a} requests state (position {position}, id {id:x})",
+                            env.now_ms,
+                            self.index + 1
+                        );
+                    }
+                }
             }
         }
         // An unordered request is sent again if nothing comes of it (see `retry_lost_requests`).
