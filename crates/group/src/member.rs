@@ -545,7 +545,7 @@ impl<S: LogStore> Member<S> {
 
     /// A read barrier (Raft's read index): its completion carries a seqno that every writeset
     /// acknowledged anywhere before this call does not exceed, once this member has applied
-    /// up to it. The leader answers from its commit index while it holds a lease (see
+    /// up to it. The leader answers from the end of its log while it holds a lease (see
     /// `read_index`); a follower asks the leader. `SubmitError::NoLease` when the leader
     /// cannot: the caller orders a barrier through the log instead.
     pub fn read_barrier(&mut self) -> Result<u64, SubmitError> {
@@ -566,12 +566,15 @@ impl<S: LogStore> Member<S> {
         Ok(request)
     }
 
-    /// Leader: the commit index, if it may vouch that no other leader committed more. It must
-    /// have committed an entry of its own term (so its commit index covers every earlier
-    /// leader's), and hold a lease: a quorum heard from within a quarter of the minimum
-    /// election timeout, before which no follower grants another candidate a vote (pre-vote
-    /// and `leader_alive`). The margin covers message delays below three quarters of that
-    /// timeout. See docs/design/group-read-index.md.
+    /// Leader: the end of its log, if it may vouch that no other leader committed more. It
+    /// must have committed an entry of its own term (so its log covers every earlier
+    /// leader's commits), and hold a lease: a quorum heard from within a quarter of the
+    /// minimum election timeout, before which no follower grants another candidate a vote
+    /// (pre-vote and `leader_alive`). The margin covers message delays below three quarters of
+    /// that timeout. The end of the log, not the commit index: a follower may have applied
+    /// (and its client seen committed) entries the leader does not know committed yet
+    /// (`known_committed`), and those are all in the leader's log. See
+    /// docs/design/group-read-index.md.
     fn read_index(&self) -> Option<u64> {
         let commit = self.raft.commit_index();
         if self.raft.role() != Role::Leader || self.raft.term_at(commit) != Some(self.raft.term()) {
@@ -582,7 +585,7 @@ impl<S: LogStore> Member<S> {
         let mut recent: BTreeSet<MemberId> =
             self.last_heard_ms.iter().filter(|&(_, &t)| now <= t + lease_ms).map(|(&id, _)| id).collect();
         recent.insert(self.info.id);
-        self.raft.latest_membership().has_quorum(&recent).then_some(commit)
+        self.raft.latest_membership().has_quorum(&recent).then_some(self.raft.last_index())
     }
 
     /// Completes the read barriers whose index this member has applied.
@@ -941,7 +944,7 @@ impl<S: LogStore> Member<S> {
     }
 
     fn apply_committed(&mut self) {
-        let limit = self.raft.commit_index().min(self.store.last_index());
+        let limit = self.known_committed().min(self.store.last_index());
         while self.applied.position.index < limit && self.recv_queue.len() < self.config.recv_queue_limit {
             let Some(entry) = self.store.entry(self.applied.position.index + 1) else {
                 break;
@@ -964,6 +967,26 @@ impl<S: LogStore> Member<S> {
                 self.checkpoints.push_back(self.applied.clone());
             }
         }
+    }
+
+    /// The highest index known committed here. Beyond Raft's commit index, a follower that
+    /// holds entries of its leader's current term knows them committed when the leader and it
+    /// alone make a quorum (three voters): an entry of the current term on a quorum is in
+    /// every later leader's log. It applies them without waiting for the leader to say so,
+    /// as soon as the leader itself can (docs/design/group-follower-commit.md).
+    fn known_committed(&self) -> u64 {
+        let commit = self.raft.commit_index();
+        let Some(leader) = self.leader.filter(|l| *l != self.info.id) else { return commit };
+        if self.raft.role() != Role::Follower {
+            return commit;
+        }
+        let last = self.raft.last_index();
+        let term = self.raft.term();
+        let pair = BTreeSet::from([leader, self.info.id]);
+        if last <= commit || self.raft.term_at(last) != Some(term) || !self.raft.latest_membership().has_quorum(&pair) {
+            return commit;
+        }
+        last
     }
 
     fn deliver(&mut self, index: u64, delivered: Delivered) {
