@@ -506,6 +506,13 @@ impl Sim {
         self.note(|| format!("partition {side:?} | rest"));
     }
 
+    /// What `from` sends to `to` waits `for_ms` (a one-way clogged link).
+    pub fn clog(&mut self, from: MemberId, to: MemberId, for_ms: u64) {
+        let until = self.now_ms + for_ms;
+        self.clogged.insert((from.0 as usize - 1, to.0 as usize - 1), until);
+        self.note(|| format!("clog m{} -> m{} until {until} ms", from.0, to.0));
+    }
+
     pub fn heal(&mut self) {
         if !self.cut.is_empty() {
             self.note(|| "heal partition".to_string());

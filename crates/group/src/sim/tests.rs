@@ -138,3 +138,24 @@ fn a_member_returning_from_a_partition_does_not_depose_the_leader() {
         assert!(s.primary);
     }
 }
+
+#[test]
+fn followers_of_three_apply_an_entry_of_their_leader_before_the_leader_learns_it_committed() {
+    let mut sim = formed(3);
+    let leader = sim.status(id(1)).unwrap().leader.expect("a leader");
+    let followers: Vec<MemberId> = (1..=3).map(id).filter(|m| *m != leader).collect();
+    let before = sim.status(leader).unwrap().last_seqno;
+    // The followers' replies are held: the leader cannot count a quorum, but each follower
+    // knows two copies of an entry of the current term (the leader's and its own).
+    for follower in &followers {
+        sim.clog(*follower, leader, 500);
+    }
+    assert!(sim.submit(leader, b"committed, and the followers know it first".to_vec()));
+    sim.run_for(200).unwrap();
+    assert_eq!(sim.status(leader).unwrap().last_seqno, before, "no reply reached the leader yet");
+    for follower in &followers {
+        assert_eq!(sim.status(*follower).unwrap().last_seqno, before + 1, "{follower:?} applied it");
+    }
+    sim.run_for(1_000).unwrap();
+    assert_eq!(sim.status(leader).unwrap().last_seqno, before + 1);
+}
