@@ -507,6 +507,7 @@ impl Sim {
     }
 
     /// What `from` sends to `to` waits `for_ms` (a one-way clogged link).
+    #[cfg(test)]
     pub fn clog(&mut self, from: MemberId, to: MemberId, for_ms: u64) {
         let until = self.now_ms + for_ms;
         self.clogged.insert((from.0 as usize - 1, to.0 as usize - 1), until);
