@@ -351,6 +351,10 @@ impl<W: Clone + PartialEq> Core<W> {
         // (found by the simulator: a node whose snapshot covered its way back stayed
         // non-primary for good).
         c.component = Component::Primary;
+        // As Galera: only a node whose last primary component was itself alone may start a
+        // new cluster from its state; a node that left others running may not (they went
+        // on without it). Saved at the clean close.
+        self.safe_to_bootstrap = view.members.len() == 1;
         if self.has_state() && seqno <= self.committed.last_contiguous() {
             self.ordering.delivered = seqno;
             return;
