@@ -60,6 +60,9 @@ pub struct Member<S: LogStore> {
     leader_since_ms: u64,
     /// Leader: the highest commit index broadcast to the followers.
     announced_commit: u64,
+    /// The highest index `known_committed` found, taken after a flush wrote the log (the
+    /// store matches Raft's log only then). Committed entries stay committed: it only grows.
+    known_commit: u64,
     applied: AppliedState,
     /// Applied states to purge the cache back to, oldest first.
     checkpoints: VecDeque<AppliedState>,
@@ -194,6 +197,7 @@ impl<S: LogStore> Member<S> {
             leader_primary: false,
             leader_since_ms: now_ms,
             announced_commit: 0,
+            known_commit: 0,
             applied: AppliedState::default(),
             checkpoints: VecDeque::new(),
             checkpoint_bytes: 0,
@@ -680,6 +684,7 @@ impl<S: LogStore> Member<S> {
             self.staged.clear();
             // Raft safety: what a message may expose must be durable first.
             self.store.sync()?;
+            self.known_commit = self.known_commit.max(self.known_committed());
             for (to, message) in sends {
                 match to {
                     Some(peer) => self.send_raft(peer, message),
@@ -944,7 +949,7 @@ impl<S: LogStore> Member<S> {
     }
 
     fn apply_committed(&mut self) {
-        let limit = self.known_committed().min(self.store.last_index());
+        let limit = self.raft.commit_index().max(self.known_commit).min(self.store.last_index());
         while self.applied.position.index < limit && self.recv_queue.len() < self.config.recv_queue_limit {
             let Some(entry) = self.store.entry(self.applied.position.index + 1) else {
                 break;
