@@ -20,9 +20,9 @@ use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqn
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, PoisonError, TryLockError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -162,24 +162,24 @@ enum Event {
 /// The member and its queue of inputs, shared by every thread that has work for it.
 struct Engine {
     /// The thread that takes what others leave queued, and runs timeouts.
-    ticker: std::sync::OnceLock<thread::Thread>,
+    ticker: OnceLock<thread::Thread>,
     inputs: Mutex<VecDeque<Event>>,
     /// Submissions of ours waiting for their seqno, as of the last round.
-    in_flight: std::sync::atomic::AtomicUsize,
+    in_flight: AtomicUsize,
     /// `None` once the node stopped, or failed after a panic.
     driver: Mutex<Option<Driver>>,
     stopping: AtomicBool,
 }
 
 impl Engine {
-    /// Queues `event` (if any) and processes one batch of what is queued, unless another
+    /// Queues `event` and processes one batch of what is queued, unless another
     /// thread is at it (that thread takes it). What is still queued after the batch goes to
     /// the ticker thread: a reader or a client does not stay to work for others (a reader
     /// away from its socket would hold up its peer's messages).
-    fn input(&self, event: Option<Event>) {
+    fn input(&self, event: Event) {
         let waiting = {
             let mut inputs = self.inputs.lock().unwrap_or_else(PoisonError::into_inner);
-            inputs.extend(event);
+            inputs.push_back(event);
             inputs.len()
         };
         let guard = match self.driver.try_lock() {
@@ -205,7 +205,7 @@ impl Engine {
         }
     }
 
-    fn process_batch(&self, mut guard: std::sync::MutexGuard<'_, Option<Driver>>) {
+    fn process_batch(&self, mut guard: MutexGuard<'_, Option<Driver>>) {
         let batch: Vec<Event> = {
             let mut inputs = self.inputs.lock().unwrap_or_else(PoisonError::into_inner);
             let take = inputs.len().min(EVENTS_PER_ROUND);
@@ -336,9 +336,9 @@ impl GroupNode {
         member.set_rng_seed(std::process::id() as u64 ^ jitter ^ config.info.id.0 << 40);
 
         let engine = Arc::new(Engine {
-            ticker: std::sync::OnceLock::new(),
+            ticker: OnceLock::new(),
             inputs: Mutex::new(VecDeque::new()),
-            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
             driver: Mutex::new(None),
             stopping: AtomicBool::new(false),
         });
@@ -359,7 +359,7 @@ impl GroupNode {
                 // the reader goes back to its socket at once.
                 if let Some(engine) = incoming.upgrade() {
                     if engine.is_idle() && engine.in_flight.load(Ordering::Relaxed) == 0 {
-                        engine.input(Some(Event::Incoming(m)));
+                        engine.input(Event::Incoming(m));
                     } else {
                         engine.queue(Event::Incoming(m));
                     }
@@ -373,7 +373,7 @@ impl GroupNode {
             let found: Weak<Engine> = Arc::downgrade(&engine);
             transport.discover(address, move |id| {
                 if let Some(engine) = found.upgrade() {
-                    engine.input(Some(Event::Seed(id)));
+                    engine.input(Event::Seed(id));
                 }
             });
         }
@@ -407,7 +407,7 @@ impl GroupNode {
     }
 
     fn input(&self, event: Event) {
-        self.engine.input(Some(event));
+        self.engine.input(event);
     }
 
     /// An application thread's submission: processed at once on this thread when nothing of
