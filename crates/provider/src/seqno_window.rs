@@ -30,9 +30,7 @@ impl SeqnoWindow {
     pub fn rebase(&mut self, position: Seqno) {
         self.finished_ahead.retain(|s| *s > position);
         self.last_contiguous = position;
-        while self.finished_ahead.remove(&(self.last_contiguous + 1)) {
-            self.last_contiguous += 1;
-        }
+        self.absorb_finished_ahead();
     }
 
     /// Marks `seqno` finished; returns true when the contiguous point moved.
@@ -45,10 +43,15 @@ impl SeqnoWindow {
             return false;
         }
         self.last_contiguous = seqno;
+        self.absorb_finished_ahead();
+        true
+    }
+
+    /// Moves the contiguous point over seqnos that finished ahead of it.
+    fn absorb_finished_ahead(&mut self) {
         while self.finished_ahead.remove(&(self.last_contiguous + 1)) {
             self.last_contiguous += 1;
         }
-        true
     }
 }
 
