@@ -106,12 +106,20 @@ impl Cluster {
         Cluster { dir: dir.to_path_buf(), nodes }
     }
 
-    /// Starts every node that is not running, in order, and waits until each is ready. When no
-    /// node runs, the first one started bootstraps the cluster (`--wsrep-new-cluster`); a node
-    /// that crashed restarts at the position `--wsrep-recover` finds in InnoDB.
+    /// Starts every node that is not running and waits until each is ready. A node that
+    /// crashed restarts at the position `--wsrep-recover` finds in InnoDB, as the packaging
+    /// does. A new cluster is bootstrapped by its first node (`--wsrep-new-cluster`), then the
+    /// others join in order. A cluster that ran before and has no node running (every node
+    /// crashed or was stopped) is never bootstrapped again: every node starts at once and
+    /// they form the primary component again as soon as a majority is up.
     pub fn start(&mut self) -> Result<()> {
+        let none_running = !self.nodes.iter_mut().any(|node| node.is_running());
+        let ran_before = self.nodes.iter().any(|node| node.saved_state_file().exists());
+        if none_running && ran_before {
+            return self.restart_all();
+        }
         // Bootstrapping next to a running primary component would split the cluster in two.
-        let mut bootstrap = !self.nodes.iter_mut().any(|node| node.is_running());
+        let mut bootstrap = none_running;
         for node in &mut self.nodes {
             if node.is_running() {
                 continue;
@@ -121,6 +129,20 @@ impl Cluster {
             bootstrap = false;
         }
         Ok(())
+    }
+
+    fn restart_all(&mut self) -> Result<()> {
+        let positions = self.nodes.iter().map(Node::restart_position).collect::<Result<Vec<_>>>()?;
+        for (node, position) in self.nodes.iter_mut().zip(&positions) {
+            node.launch(false, position.as_ref())?;
+        }
+        let mut first_error = None;
+        for node in &mut self.nodes {
+            if let Err(e) = node.wait_ready() {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Clean shutdown of every node, last first, so the bootstrap node leaves last and keeps

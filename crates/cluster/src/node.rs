@@ -192,6 +192,12 @@ user = root
     /// `--wsrep_start_position`, as MariaDB's packaging does after a crash.
     /// The server runs in its own process group so it outlives a CLI invocation and its Ctrl-C.
     pub fn start(&mut self, bootstrap: bool, start_position: Option<&Position>) -> Result<()> {
+        self.launch(bootstrap, start_position)?;
+        self.wait_ready()
+    }
+
+    /// Starts `mariadbd` as [`Node::start`] does, without waiting for it to be ready.
+    pub fn launch(&mut self, bootstrap: bool, start_position: Option<&Position>) -> Result<()> {
         if self.is_running() {
             return Err(Error::Invalid(format!("{} is already running", self.name())));
         }
@@ -210,7 +216,7 @@ user = root
         command.stdin(Stdio::null()).stdout(stdio).stderr(stdio_err).process_group(0);
         let child = command.spawn().map_err(|e| Error::io(format!("start `{}`", describe(&command)), e))?;
         self.process = Some(ServerProcess::Child(child));
-        self.wait_ready()
+        Ok(())
     }
 
     /// rsync SST into a joiner runs an rsync daemon that drops to `nobody`, so when nodes run
@@ -224,7 +230,8 @@ user = root
             .map(drop)
     }
 
-    fn wait_ready(&mut self) -> Result<()> {
+    /// Waits until the server reports `wsrep_ready=ON`; kills it after [`READY_TIMEOUT`].
+    pub fn wait_ready(&mut self) -> Result<()> {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Some(status) = self.process.as_mut().and_then(|p| p.exit_status()) {

@@ -506,12 +506,42 @@ impl<W: Clone + PartialEq> Core<W> {
             );
             return Err(Status::Fatal);
         }
+        self.join_from_own_state();
+        log::info!("no state transfer requested; continuing from {position} with the group's order");
+        Ok(())
+    }
+
+    /// Where a restarted node that can catch up from its own log stands (`None`: it needs a
+    /// donor). Its server's first view reports this position, so the server starts from its
+    /// own data with no transfer, and the rest of the order is applied after it.
+    pub fn own_log_position(&self, generation: u64) -> Option<Gtid> {
+        let pending = self.phase == Phase::Joining(Handshake::Pending);
+        (self.is_current(generation) && pending && self.can_catch_up_alone()).then(|| self.last_committed())
+    }
+
+    /// The server took its first view at `position` (from [`Core::own_log_position`]).
+    pub fn catch_up_from_own_log(&mut self, generation: u64, position: Gtid) -> Result<(), Status> {
+        if !self.is_current(generation) {
+            return Ok(());
+        }
+        // Only a gap in the group's log, delivered meanwhile, takes the state away.
+        if self.own_log_position(generation) != Some(position) {
+            log::error!(
+                "this node lost the order after its position {position} while its server started: \
+                 restart it to receive a state transfer"
+            );
+            return Err(Status::Fatal);
+        }
+        self.join_from_own_state();
+        log::info!("no state transfer needed: applying the order after {position} from this node's own log");
+        Ok(())
+    }
+
+    fn join_from_own_state(&mut self) {
         self.set_phase(Phase::Joined);
         if self.connection.as_ref().is_some_and(|c| c.catch_up == CatchUp::Waiting) {
             self.set_catch_up(CatchUp::Done);
         }
-        log::info!("no state transfer requested; continuing from {position} with the group's order");
-        Ok(())
     }
 
     // ---- joiner: the donor's stream ----------------------------------------------------

@@ -116,7 +116,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.learn_history(seqno, matches!(payload, Payload::Gap), context.history);
         match payload {
             Payload::Writeset(ws) => self.on_writeset(seqno, *ws),
-            Payload::View(view) => self.on_view(seqno, view),
+            Payload::View(view) => self.on_view(seqno, view, context.replayed),
             Payload::Control { origin, control } => self.on_control(seqno, origin, control, !context.replayed),
             Payload::Gap => self.on_gap(seqno),
             Payload::Undecodable { origin, error, numbered } => {
@@ -324,8 +324,11 @@ impl<W: Clone + PartialEq> Core<W> {
         self.push_event(Event::Apply { seqno, writeset: Box::new(ws), depends_on, failed });
     }
 
-    fn on_view(&mut self, seqno: Seqno, view: lockstep_group::View) {
+    fn on_view(&mut self, seqno: Seqno, view: lockstep_group::View, replayed: bool) {
         let me = self.me();
+        if view.view_id == 1 && !self.ordering.index_from_group {
+            self.history_starts_here(seqno);
+        }
         self.ordering.barrier = seqno;
         self.ordering.cuts.retain(|id, _| view.contains(*id));
         self.ordering.synced.retain(|id| view.contains(*id));
@@ -355,14 +358,35 @@ impl<W: Clone + PartialEq> Core<W> {
         // new cluster from its state; a node that left others running may not (they went
         // on without it). Saved at the clean close.
         self.safe_to_bootstrap = view.members.len() == 1;
-        if self.has_state() && seqno <= self.committed.last_contiguous() {
+        let committed = self.committed.last_contiguous();
+        if self.has_state() && seqno <= committed {
+            let first_live = !replayed && self.connection.as_ref().is_some_and(|c| c.joined_at.is_none());
+            if first_live {
+                // The group orders now what this node's data already holds at those seqnos:
+                // it went on without this node from an earlier point (a bootstrap from a node
+                // that was behind). Merging would fork the history.
+                self.fail(&format!(
+                    "this node's data is at seqno {committed} of history {}, ahead of the group, which \
+                     orders a view at seqno {seqno} of the same history: it holds commits the group does not \
+                     have. Join it with a full state transfer (remove its grastate.dat), or, if the group was \
+                     bootstrapped from the wrong node, bootstrap the cluster again from this one",
+                    self.group()
+                ));
+                return;
+            }
             self.ordering.delivered = seqno;
             return;
         }
         self.ordering.delivered = seqno;
+        let can_catch_up_alone = self.can_catch_up_alone();
         let c = self.connection.as_mut().expect("checked above");
-        let first_in_connection = c.joined_at.is_none();
-        c.joined_at = c.joined_at.or(Some(seqno));
+        // A node that can catch up from its own log does so at a view ordered while it takes
+        // part: an older one replayed from its log may be followed by a gap in the group's
+        // log (the leader's snapshot), and the handshake must come after that.
+        let first_in_connection = c.joined_at.is_none() && !(replayed && can_catch_up_alone);
+        if first_in_connection {
+            c.joined_at = Some(seqno);
+        }
         // A joining server must see this view before anything is applied: it starts its
         // storage engines only after the state-transfer handshake the view triggers.
         let handshake = first_in_connection && !c.bootstrapped;
@@ -379,6 +403,24 @@ impl<W: Clone + PartialEq> Core<W> {
         } else {
             self.push_event(event);
         }
+    }
+
+    /// The group's first view: nothing was certified before it anywhere, so a member that
+    /// receives the order from here (a restarted member whose log starts at the genesis, or a
+    /// new member of a young group) certifies with the group's state from the start, as its
+    /// bootstrapper does, and knows every verdict and every synced announcement.
+    fn history_starts_here(&mut self, seqno: Seqno) {
+        self.ordering.index_from_group = true;
+        self.ordering.verdicts.known_from(seqno, []);
+        self.ordering.synced_unknown = false;
+    }
+
+    /// A restarted node whose data continues the order it received, certified with the
+    /// group's state, needs no donor: it applies the rest of the order from its own log.
+    pub(super) fn can_catch_up_alone(&self) -> bool {
+        self.has_state()
+            && self.ordering.index_from_group
+            && self.connection.as_ref().is_some_and(|c| !c.bootstrapped && c.catch_up == CatchUp::Waiting)
     }
 
     /// `live`: ordered while this member takes part (not replayed from its log after a

@@ -76,10 +76,15 @@ impl Provider {
 
     fn deliver_view(&self, ctx: RecvCtx, generation: u64, view: View, first: bool) -> Result<bool, Status> {
         if !self.lock_core().phase().app_ready() {
-            if first {
-                self.app.connected(&view).map_err(|e| self.callback_failed(e.0))?;
+            let own_log_position = self.lock_core().own_log_position(generation).filter(|_| first);
+            if let Some(position) = own_log_position {
+                self.start_from_own_state(ctx, generation, &view, position)?;
+            } else {
+                if first {
+                    self.app.connected(&view).map_err(|e| self.callback_failed(e.0))?;
+                }
+                self.receive_state(generation, &view)?;
             }
-            self.receive_state(generation, &view)?;
             self.with_core(|core| core.requeue_view(view));
             return Ok(false);
         }
@@ -95,6 +100,17 @@ impl Provider {
         // Synced once this announcement comes back through the order (and all before it applied).
         self.with_core(|core| core.view_applied(seqno));
         Ok(false)
+    }
+
+    /// A restarted node that holds the order after its position: the server starts on a view
+    /// at that position, as Galera 3 delivered views without a seqno of their own (the server
+    /// stores the view and keeps its checkpoint, since the provider reports that same position
+    /// committed). The order's own view then follows in its place.
+    fn start_from_own_state(&self, ctx: RecvCtx, generation: u64, view: &View, position: Gtid) -> Result<(), Status> {
+        let at_position = View { state_id: position, ..view.clone() };
+        self.app.connected(&at_position).map_err(|e| self.callback_failed(e.0))?;
+        self.app.view(ctx, &at_position).map_err(|e| self.callback_failed(e.0))?;
+        self.with_core(|core| core.catch_up_from_own_log(generation, position))
     }
 
     /// Joiner: asks the group for a donor and blocks this applier until the application

@@ -26,9 +26,9 @@ pub struct Outcome {
     pub final_seqno: Seqno,
     pub node_crashes: u64,
     pub transfers: u64,
-    /// Every node holding the group's certification state went down at once at some point:
-    /// the others cannot get it back without a new bootstrap (automatic recovery from the
-    /// most advanced node is not built yet), so convergence is not judged.
+    /// Every node holding the group's certification state went down at once, and no node got
+    /// it back (a restarted node does when its log holds the whole history; rebuilding it
+    /// from a purged log is not built yet), so convergence is not judged.
     pub state_lost: bool,
 }
 
@@ -59,7 +59,7 @@ pub struct Sim {
     transfers_done: u64,
     /// Node -> the group incarnation its core was last started in.
     started: Vec<u64>,
-    /// Some node held the group's state, and later none did.
+    /// Some node held the group's state, and later none did (until one holds it again).
     state_held: bool,
     state_lost: bool,
     trace: bool,
@@ -161,6 +161,13 @@ impl Sim {
             self.state_lost = true;
             if self.trace {
                 println!("[{:>6} ms] no running node holds the group's state any more", self.now_ms);
+            }
+        }
+        if held && self.state_lost {
+            // A restarted node whose log holds the whole history rebuilt it.
+            self.state_lost = false;
+            if self.trace {
+                println!("[{:>6} ms] a node holds the group's state again", self.now_ms);
             }
         }
         self.state_held |= held;

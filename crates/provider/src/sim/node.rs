@@ -14,7 +14,7 @@ use crate::core::{
     Turn, REMOTE_HANDLE,
 };
 use crate::grastate::SavedState;
-use crate::types::{flags, Seqno, Status, Uuid};
+use crate::types::{flags, Gtid, Seqno, Status, Uuid};
 use crate::writeset::{Control, Writeset};
 use lockstep_group::sim::Sim as GroupSim;
 use lockstep_group::MemberId;
@@ -621,7 +621,7 @@ impl Node {
                     }
                     Step::Block(Applier::Stopped)
                 }
-                Some(Task::Run(event)) => Step::Continue(self.dispatch(event, env)),
+                Some(Task::Run(event)) => Step::Continue(self.dispatch(event, env)?),
             },
             Applier::Turn { event, after, seqno } => match self.core().turn(generation, after, seqno, &me) {
                 None => Step::Block(Applier::Turn { event, after, seqno }),
@@ -666,11 +666,14 @@ impl Node {
         })
     }
 
-    fn dispatch(&mut self, event: Event, env: &mut Env<'_>) -> Applier {
-        match event {
+    fn dispatch(&mut self, event: Event, env: &mut Env<'_>) -> Result<Applier, String> {
+        Ok(match event {
             Event::View { view, first_in_connection } if !self.core().phase().app_ready() => {
-                let _ = first_in_connection;
-                Applier::Handshake { view, resend_at_ms: env.now_ms, sent: false }
+                let generation = self.generation;
+                match self.core().own_log_position(generation).filter(|_| first_in_connection) {
+                    Some(position) => self.start_from_own_state(view, position, env)?,
+                    None => Applier::Handshake { view, resend_at_ms: env.now_ms, sent: false },
+                }
             }
             Event::View { ref view, .. } => {
                 let seqno = view.state_id.seqno;
@@ -688,7 +691,28 @@ impl Node {
                 self.core().close("closed");
                 Applier::Stopped
             }
+        })
+    }
+
+    /// The server starts on a view at its own position (it keeps its checkpoint only if that
+    /// is the position it holds), then the order after it is applied from the node's own log.
+    fn start_from_own_state(&mut self, view: View, position: Gtid, env: &mut Env<'_>) -> Result<Applier, String> {
+        if (self.db.history, self.db.committed) != (position.uuid, position.seqno) {
+            return Err(format!(
+                "a first view at {position} while the database holds {}:{}",
+                self.db.history, self.db.committed
+            ));
         }
+        if env.trace {
+            println!("[{:>6} ms] node {} starts from its own state at {position}", env.now_ms, self.index + 1);
+        }
+        let generation = self.generation;
+        if self.core().catch_up_from_own_log(generation, position).is_err() {
+            self.fatal = true;
+            return Ok(Applier::Stopped);
+        }
+        self.core().requeue_view(view);
+        Ok(Applier::Idle)
     }
 
     fn on_turn(&mut self, event: Event, turn: Turn, env: &mut Env<'_>) -> Result<Applier, String> {

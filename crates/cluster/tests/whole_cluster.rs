@@ -1,0 +1,132 @@
+//! Every node down at once, then back without a human: no `--wsrep-new-cluster`, each node
+//! started as the packaging starts it (`--wsrep-recover`, then `--wsrep_start_position`), all
+//! at once, through `Cluster::start` (what `lockstep cluster up --dir` runs). The cluster is
+//! primary again with every node Synced, no node needs a state transfer (each applies the
+//! rest of the order from its own log), and no acknowledged bank transfer is lost.
+mod common;
+
+use common::workload::{assert_bank_consistent, create_bank, Load};
+use common::{assert_same_data, last_committed, sql, wait_for_status, wait_until_converged, TestCluster};
+use lockstep_cluster::Node;
+use std::sync::{Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const ACCOUNTS: u32 = 50;
+const CLIENTS_PER_NODE: usize = 3;
+/// Issue 11: Synced within 60 s of a majority being up.
+const BACK_WITHIN: Duration = Duration::from_secs(60);
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn assert_all_synced(nodes: &[Node]) {
+    for node in nodes {
+        wait_for_status(
+            node,
+            &[
+                ("wsrep_cluster_size", "3"),
+                ("wsrep_cluster_status", "Primary"),
+                ("wsrep_local_state_comment", "Synced"),
+            ],
+            BACK_WITHIN,
+        );
+    }
+}
+
+/// The error log since `from` (a byte offset taken before the restart).
+fn log_since(node: &Node, from: usize) -> String {
+    node.error_log_text().unwrap().get(from..).unwrap_or_default().to_string()
+}
+
+fn log_lengths(nodes: &[Node]) -> Vec<usize> {
+    nodes.iter().map(|n| n.error_log_text().map_or(0, |t| t.len())).collect()
+}
+
+/// With Lockstep, no node asked for a state transfer after the restart: each caught up from
+/// its own log. (Galera instead bootstraps nothing by itself here; this test is ours.)
+fn assert_no_state_transfer(nodes: &[Node], logs_before: &[usize]) {
+    for (node, &from) in nodes.iter().zip(logs_before) {
+        let log = log_since(node, from);
+        assert!(!log.contains("requesting state transfer"), "{} asked for a state transfer:\n{log}", node.name());
+        assert!(log.contains("no state transfer needed"), "{} did not catch up by itself:\n{log}", node.name());
+    }
+}
+
+/// Three nodes with bank transfers running on each, a few hundred already committed.
+fn cluster_under_load(name: &str) -> (TestCluster, Load) {
+    let test = TestCluster::start(name, 3);
+    create_bank(&test.cluster.nodes[0], ACCOUNTS);
+    wait_until_converged(&test.cluster.nodes);
+    let load = Load::start(&test.cluster.nodes, CLIENTS_PER_NODE, ACCOUNTS);
+    load.wait_for_progress(&[0, 1, 2], 300, BACK_WITHIN);
+    (test, load)
+}
+
+/// The load goes on after the restart; every acknowledged transfer is present everywhere.
+fn finish(load: Load, nodes: &[Node]) {
+    load.wait_for_progress(&[0, 1, 2], 200, BACK_WITHIN);
+    let report = load.stop();
+    println!("{report}");
+    report.assert_clean(&["node1", "node2", "node3"]);
+    assert_bank_consistent(nodes, ACCOUNTS, &report);
+}
+
+#[test]
+fn every_node_killed_under_load_comes_back_by_itself_with_every_acknowledged_transfer() {
+    let _serial = one_at_a_time();
+    let (mut test, load) = cluster_under_load("crash_all");
+    for node in &mut test.cluster.nodes {
+        node.kill().unwrap();
+    }
+    let logs_before = log_lengths(&test.cluster.nodes);
+    let restarted_at = Instant::now();
+    test.cluster.start().unwrap();
+    assert_all_synced(&test.cluster.nodes);
+    println!("every node Synced {:.1} s after the restart began", restarted_at.elapsed().as_secs_f64());
+    assert_no_state_transfer(&test.cluster.nodes, &logs_before);
+    finish(load, &test.cluster.nodes);
+}
+
+/// The failure Jepsen reported for MariaDB Galera Cluster 12.1: one node killed, a second one
+/// a second later while writes go on, both restarted.
+#[test]
+fn two_nodes_killed_one_after_the_other_under_load_rejoin_with_every_acknowledged_transfer() {
+    let _serial = one_at_a_time();
+    let (mut test, load) = cluster_under_load("crash_two");
+    test.cluster.nodes[2].kill().unwrap();
+    thread::sleep(Duration::from_secs(1));
+    test.cluster.nodes[1].kill().unwrap();
+    let restarted_at = Instant::now();
+    test.cluster.start().unwrap();
+    assert_all_synced(&test.cluster.nodes);
+    println!("both nodes Synced {:.1} s after their restart began", restarted_at.elapsed().as_secs_f64());
+    finish(load, &test.cluster.nodes);
+}
+
+/// `lockstep cluster down` then `lockstep cluster up`: every node back, none bootstrapped,
+/// none needing a transfer, at the position it stopped at.
+#[test]
+fn every_node_stopped_cleanly_comes_back_without_a_transfer() {
+    let _serial = one_at_a_time();
+    let mut test = TestCluster::start("stop_all", 3);
+    sql(&test.cluster.nodes[0], "CREATE DATABASE s; CREATE TABLE s.t (id INT PRIMARY KEY)");
+    for (i, node) in test.cluster.nodes.iter().enumerate() {
+        sql(node, &format!("INSERT INTO s.t VALUES ({i})"));
+    }
+    let committed = last_committed(&test.cluster.nodes[0]);
+    test.cluster.stop().unwrap();
+    let safe: Vec<bool> = test.cluster.nodes.iter().map(|n| n.saved_state().unwrap().safe_to_bootstrap).collect();
+    assert_eq!(safe, [true, false, false], "only the last node to leave may bootstrap");
+    let logs_before = log_lengths(&test.cluster.nodes);
+    test.cluster.start().unwrap();
+    assert_all_synced(&test.cluster.nodes);
+    assert_no_state_transfer(&test.cluster.nodes, &logs_before);
+    for node in &test.cluster.nodes {
+        assert!(last_committed(node) > committed, "{}: a view after the restart", node.name());
+        assert_eq!(sql(node, "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*) FROM s.t").trim(), "3");
+    }
+    assert_same_data(&test.cluster.nodes, "s");
+}
