@@ -132,8 +132,8 @@ fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
     }
     println!(
         "provider layer: {runs} seeds passed in {:.1} s: {acked} commits acknowledged, {crashes} node crashes, \
-         {transfers} state transfers; {lost} runs lost every holder of the certification state for good (safety \
-         judged, not convergence: rebuilding it from a purged log is not built yet)",
+         {transfers} state transfers; {lost} runs lost every holder of the certification state for good (no node \
+         had a usable checkpoint; safety judged, not convergence)",
         started.elapsed().as_secs_f64()
     );
 }

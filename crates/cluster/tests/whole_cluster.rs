@@ -130,3 +130,40 @@ fn every_node_stopped_cleanly_comes_back_without_a_transfer() {
     }
     assert_same_data(&test.cluster.nodes, "s");
 }
+
+/// Every node's writeset cache (1 MiB) was purged well past the group's first view before
+/// every node is killed: each restores the group's certification state from its checkpoint
+/// and still catches up by itself.
+#[test]
+fn every_node_killed_after_its_cache_was_purged_comes_back_from_its_certification_checkpoint() {
+    let _serial = one_at_a_time();
+    let mut test = TestCluster::create("crash_purged", 3, "gcache.size=1M");
+    test.cluster.start().unwrap();
+    let nodes = &test.cluster.nodes;
+    sql(&nodes[0], "CREATE DATABASE p; CREATE TABLE p.t (id INT PRIMARY KEY, filler LONGTEXT NOT NULL)");
+    for id in 0..40 {
+        sql(&nodes[id % 3], &format!("INSERT INTO p.t VALUES ({id}, REPEAT('x', 100000))"));
+    }
+    sql(&nodes[1], "UPDATE p.t SET filler = 'short' WHERE id < 10");
+    for node in &mut test.cluster.nodes {
+        node.kill().unwrap();
+    }
+    let logs_before = log_lengths(&test.cluster.nodes);
+    test.cluster.start().unwrap();
+    let nodes = &test.cluster.nodes;
+    assert_all_synced(nodes);
+    assert_no_state_transfer(nodes, &logs_before);
+    for (node, &from) in nodes.iter().zip(&logs_before) {
+        let log = log_since(node, from);
+        assert!(
+            log.contains("restored from this node's checkpoint"),
+            "{} did not use its checkpoint:\n{log}",
+            node.name()
+        );
+    }
+    let read = "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*), SUM(LENGTH(filler)) FROM p.t";
+    for node in nodes {
+        assert_eq!(sql(node, read).trim(), "40\t3000050", "{}", node.name());
+    }
+    assert_same_data(nodes, "p");
+}

@@ -333,11 +333,12 @@ impl Incoming {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::certification::{Candidate, Key, KeyType};
 
-    fn preload() -> Preload {
+    /// A preload with one key chain, two synced members and a cut (also for the checkpoint's tests).
+    pub(crate) fn preload() -> Preload {
         let mut index = CertificationIndex::new(10);
         let keys = [Key::new(vec![b"db".to_vec(), b"t".to_vec()], KeyType::Update)];
         let candidate = Candidate {

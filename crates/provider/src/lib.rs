@@ -7,6 +7,7 @@
 pub mod addresses;
 pub mod application;
 pub mod certification;
+pub mod checkpoint;
 pub mod core;
 pub mod grastate;
 pub mod ist;

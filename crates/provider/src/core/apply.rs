@@ -159,8 +159,9 @@ impl Verdicts {
     }
 
     /// The failed seqnos in `from..=to`, if every verdict there is known.
-    fn failed_in(&self, from: Seqno, to: Seqno) -> Option<BTreeSet<Seqno>> {
-        (from >= self.known_from).then(|| self.failed.range(from..=to).copied().collect())
+    pub(super) fn failed_in(&self, from: Seqno, to: Seqno) -> Option<BTreeSet<Seqno>> {
+        let known = from >= self.known_from;
+        known.then(|| if from > to { BTreeSet::new() } else { self.failed.range(from..=to).copied().collect() })
     }
 }
 
@@ -662,13 +663,17 @@ impl<W: Clone + PartialEq> Core<W> {
     ) -> Donation {
         let in_history = position.uuid == self.group() && position.seqno >= 0;
         let failed = if in_history { self.ordering.verdicts.failed_in(position.seqno + 1, after) } else { None };
-        let preload = Preload {
+        Donation { request, after, position, joiner_has_state, ist_addr, preload: self.preload(), failed }
+    }
+
+    /// The ordering state a joiner (or a restart, from a checkpoint) certifies on from.
+    pub(super) fn preload(&self) -> Preload {
+        Preload {
             index: self.certification.clone(),
             cuts: self.ordering.cuts.iter().map(|(id, cut)| (*id, *cut)).collect(),
             synced: self.ordering.synced.iter().copied().collect(),
             barrier: self.ordering.barrier,
-        };
-        Donation { request, after, position, joiner_has_state, ist_addr, preload, failed }
+        }
     }
 
     /// The server starts donating: the node is desynced until `sst_sent`. Returns the

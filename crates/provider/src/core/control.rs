@@ -4,6 +4,7 @@ use super::apply::Event;
 use super::phase::{CatchUp, Component, Phase};
 use super::{BarrierWait, Connection, Core, APPLICATION_PROTOCOL, CAPABILITIES};
 use crate::application::{View, ViewStatus};
+use crate::checkpoint::Checkpoint;
 use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
 use lockstep_group::MemberId;
 
@@ -16,6 +17,8 @@ pub struct Opening {
     pub bootstrap_history: Option<Uuid>,
     pub ist_addr: String,
     pub donors: String,
+    /// The certification checkpoint in the cache directory, if any.
+    pub checkpoint: Option<Box<Checkpoint>>,
 }
 
 impl<W: Clone + PartialEq> Core<W> {
@@ -64,12 +67,15 @@ impl<W: Clone + PartialEq> Core<W> {
             donors: opening.donors,
             leader: None,
             donor: None,
+            checkpoint: opening.checkpoint,
         });
         self.set_phase(Phase::Opening);
         self.events.clear();
         self.deliveries_held = false;
         self.held_delivery = None;
         self.ordering.last_cut = None;
+        self.ordering.last_checkpoint = None;
+        self.ordering.restored = None;
         self.save_state(Gtid::new(self.position.uuid, SEQNO_UNDEFINED));
         self.generation
     }

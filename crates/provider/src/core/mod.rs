@@ -26,6 +26,7 @@ pub use trx::{CertifyStart, ReplayPlan, Statement, REMOTE_HANDLE};
 
 use crate::application::View;
 use crate::certification::{CertificationIndex, Verdict};
+use crate::checkpoint::Checkpoint;
 use crate::grastate::SavedState;
 use crate::types::{capabilities, Gtid, Seqno, Status, Uuid};
 use crate::writeset::Control;
@@ -59,6 +60,9 @@ pub struct Settings {
     pub log_conflicts: bool,
     /// `repl.max_ws_size`, capped by what the group can carry.
     pub max_writeset_bytes: u64,
+    /// A certification checkpoint is kept at least every this many writeset bytes: a small
+    /// part of `gcache.size`, so that the cache still holds the order after the last one.
+    pub checkpoint_bytes: u64,
 }
 
 /// Galera's rule (wsrep-behaviour.md §1.2 step 5): the saved seqno after a clean stop, the
@@ -84,17 +88,23 @@ pub struct Effects<W> {
     pub save: Option<(u64, SavedState)>,
     /// The apply queue has room again: the group may hand over what it held back.
     pub resume_deliveries: bool,
+    /// A certification checkpoint to keep in the cache directory (the newest one wins).
+    pub checkpoint: Option<Box<Checkpoint>>,
 }
 
 impl<W> Default for Effects<W> {
     fn default() -> Self {
-        Effects { wake: Vec::new(), send: Vec::new(), save: None, resume_deliveries: false }
+        Effects { wake: Vec::new(), send: Vec::new(), save: None, resume_deliveries: false, checkpoint: None }
     }
 }
 
 impl<W> Effects<W> {
     pub fn is_empty(&self) -> bool {
-        self.wake.is_empty() && self.send.is_empty() && self.save.is_none() && !self.resume_deliveries
+        self.wake.is_empty()
+            && self.send.is_empty()
+            && self.save.is_none()
+            && !self.resume_deliveries
+            && self.checkpoint.is_none()
     }
 }
 
@@ -129,6 +139,9 @@ pub struct Connection {
     pub leader: Option<MemberId>,
     /// The donor chosen for our state request, once it is ordered.
     pub donor: Option<MemberId>,
+    /// The certification checkpoint found at the start, until the first delivery says
+    /// whether it fits.
+    pub checkpoint: Option<Box<Checkpoint>>,
 }
 
 /// What only the delivery path touches besides the monitors and the index.
@@ -144,6 +157,8 @@ struct Ordering<W> {
     barriers: HashMap<u64, BarrierWait<W>>,
     /// Each member's latest commit cut; certification history below their minimum is purged.
     cuts: HashMap<MemberId, Seqno>,
+    /// The members of the last view: the minimum is taken over their cuts.
+    members: Vec<MemberId>,
     /// Members announced synced (donor candidates).
     synced: BTreeSet<MemberId>,
     /// Until the first view: announcements made before our first delivery are unknown.
@@ -156,6 +171,15 @@ struct Ordering<W> {
     index_from_group: bool,
     /// Our synced announcement was not ordered: it is sent again.
     announce_synced_again: bool,
+    /// Control messages taken since the last numbered delivery.
+    controls_after: u32,
+    /// The restored checkpoint covers the order through this numbered delivery and this
+    /// many control messages after it: those change nothing again.
+    restored: Option<(Seqno, u32)>,
+    /// Where our last checkpoint was taken, and when (in ticks' milliseconds).
+    last_checkpoint: Option<(Seqno, u64)>,
+    /// Writeset bytes delivered since.
+    bytes_since_checkpoint: u64,
 }
 
 impl<W> Default for Ordering<W> {
@@ -166,12 +190,17 @@ impl<W> Default for Ordering<W> {
             in_flight: BTreeMap::new(),
             barriers: HashMap::new(),
             cuts: HashMap::new(),
+            members: Vec::new(),
             synced: BTreeSet::new(),
             synced_unknown: false,
             verdicts: apply::Verdicts::default(),
             last_cut: None,
             index_from_group: false,
             announce_synced_again: false,
+            controls_after: 0,
+            restored: None,
+            last_checkpoint: None,
+            bytes_since_checkpoint: 0,
         }
     }
 }

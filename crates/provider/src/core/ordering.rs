@@ -7,6 +7,7 @@ use super::phase::{CatchUp, Component, Phase};
 use super::{Core, InFlight};
 use crate::application::{Member, View, ViewStatus};
 use crate::certification::{Candidate, CertificationIndex, Verdict};
+use crate::checkpoint::Checkpoint;
 use crate::state_transfer::choose_donor;
 use crate::types::{flags, Gtid, Seqno, Status, Uuid};
 use crate::writeset::{Control, Writeset};
@@ -19,6 +20,10 @@ pub const SYNCED_TAG: u64 = u64::MAX;
 /// A member reports its commit cut when it moved this far, or after `CUT_INTERVAL_MS`.
 const CUT_STEP: Seqno = 256;
 const CUT_INTERVAL_MS: u64 = 1000;
+/// A certification checkpoint is kept when the order moved this far, or after
+/// `CHECKPOINT_INTERVAL_MS`.
+const CHECKPOINT_STEP: Seqno = 4096;
+const CHECKPOINT_INTERVAL_MS: u64 = 10_000;
 
 /// Where a delivery comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +119,12 @@ impl<W: Clone + PartialEq> Core<W> {
 
     fn take_delivery(&mut self, seqno: Seqno, payload: Payload, context: DeliveryContext) {
         self.learn_history(seqno, matches!(payload, Payload::Gap), context.history);
+        let numbered = !matches!(payload, Payload::Control { .. } | Payload::Undecodable { numbered: false, .. });
+        if numbered {
+            self.ordering.controls_after = 0;
+        } else {
+            self.ordering.controls_after += 1;
+        }
         match payload {
             Payload::Writeset(ws) => self.on_writeset(seqno, *ws),
             Payload::View(view) => self.on_view(seqno, view, context.replayed),
@@ -161,6 +172,9 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         if let Some(cut) = self.commit_cut_due(now_ms) {
             self.effects.send.push((Control::CommitCut { seqno: cut }, 0));
+        }
+        if let Some(checkpoint) = self.checkpoint_due(now_ms) {
+            self.effects.checkpoint = Some(Box::new(checkpoint));
         }
     }
 
@@ -229,8 +243,87 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.index_from_group = bootstrapped;
         self.ordering.delivered = first;
         self.ordering.barrier = first;
+        let checkpoint = self.connection.as_mut().and_then(|c| c.checkpoint.take());
+        if let Some(checkpoint) = checkpoint.filter(|_| has_state && !bootstrapped) {
+            self.restore_checkpoint(*checkpoint, first, history);
+        }
         self.restart_windows(start);
         self.set_phase(if bootstrapped { Phase::Joined } else { Phase::Joining(super::phase::Handshake::Pending) });
+    }
+
+    /// A node restarted with a checkpoint of the group's certification state at `at` that
+    /// its log's replay (from after `first`) reaches, and data at least at the checkpoint's
+    /// committed seqno (so every verdict it will apply is in it), certifies with the group's
+    /// state from there (docs/design/certification-checkpoint.md).
+    fn restore_checkpoint(&mut self, checkpoint: Checkpoint, first: Seqno, history: Uuid) {
+        let position = self.position;
+        let fits = checkpoint.history == history && first <= checkpoint.at && checkpoint.committed <= position.seqno;
+        if !fits {
+            log::info!(
+                "certification checkpoint at seqno {} (committed {}) does not fit: the log starts after seqno {first}, \
+                 this node is at {position}",
+                checkpoint.at,
+                checkpoint.committed
+            );
+            return;
+        }
+        let Checkpoint { at, controls, committed, failed, members, preload, .. } = checkpoint;
+        self.ordering.members = members;
+        self.certification = preload.index;
+        self.certification.set_optimistic_pa(self.settings.optimistic_pa);
+        self.ordering.cuts = preload.cuts.into_iter().collect();
+        self.ordering.synced = preload.synced.into_iter().collect();
+        self.ordering.barrier = preload.barrier;
+        self.ordering.verdicts.known_from(committed + 1, failed);
+        self.ordering.synced_unknown = false;
+        self.ordering.index_from_group = true;
+        self.ordering.restored = Some((at, controls));
+        log::info!("certification state restored from this node's checkpoint at seqno {at}");
+    }
+
+    /// Whether the restored checkpoint already holds this numbered delivery's effect.
+    fn restored_covers(&self, seqno: Seqno) -> bool {
+        self.ordering.restored.is_some_and(|(at, _)| seqno <= at)
+    }
+
+    /// Whether it holds this control message's (ordered after `after`).
+    fn restored_covers_control(&self, after: Seqno) -> bool {
+        self.ordering
+            .restored
+            .is_some_and(|(at, controls)| after < at || (after == at && self.ordering.controls_after <= controls))
+    }
+
+    /// Our certification checkpoint, when due: this node certifies with the group's state and
+    /// knows every verdict after its committed seqno.
+    fn checkpoint_due(&mut self, now_ms: u64) -> Option<Checkpoint> {
+        let at = self.ordering.delivered;
+        if !self.ordering.index_from_group || !self.has_state() || self.restored_covers(at) {
+            return None;
+        }
+        let due = match self.ordering.last_checkpoint {
+            None => true,
+            Some((last, at_ms)) => {
+                at >= last + CHECKPOINT_STEP
+                    || self.ordering.bytes_since_checkpoint >= self.settings.checkpoint_bytes
+                    || (at > last && now_ms >= at_ms + CHECKPOINT_INTERVAL_MS)
+            }
+        };
+        if !due {
+            return None;
+        }
+        let committed = self.committed.last_contiguous().min(at);
+        let failed = self.ordering.verdicts.failed_in(committed + 1, at)?;
+        self.ordering.last_checkpoint = Some((at, now_ms));
+        self.ordering.bytes_since_checkpoint = 0;
+        Some(Checkpoint {
+            history: self.group(),
+            at,
+            controls: self.ordering.controls_after,
+            committed,
+            failed: failed.into_iter().collect(),
+            members: self.ordering.members.clone(),
+            preload: self.preload(),
+        })
     }
 
     /// The group no longer holds seqnos up to `seqno`. Below our position that changes
@@ -238,6 +331,13 @@ impl<W: Clone + PartialEq> Core<W> {
     /// full snapshot instead, after it this node cannot go on.
     fn on_gap(&mut self, seqno: Seqno) {
         log::info!("the group no longer holds seqnos up to {seqno}");
+        if seqno > self.ordering.delivered {
+            // Seqnos this node never certified: its index is no longer the group's (a donor's
+            // preload makes it so again).
+            self.ordering.index_from_group = false;
+            self.ordering.verdicts = Default::default();
+            self.ordering.restored = None;
+        }
         self.ordering.delivered = self.ordering.delivered.max(seqno);
         let committed = self.committed.last_contiguous();
         if !self.has_state() || seqno <= committed {
@@ -264,7 +364,21 @@ impl<W: Clone + PartialEq> Core<W> {
         self.finish_both(seqno);
     }
 
-    fn on_writeset(&mut self, seqno: Seqno, mut ws: Writeset) {
+    fn on_writeset(&mut self, seqno: Seqno, ws: Writeset) {
+        if self.restored_covers(seqno) {
+            // Certified before the checkpoint: its verdict is kept there.
+            let failed = self.ordering.verdicts.failed_in(seqno, seqno).is_some_and(|f| !f.is_empty());
+            self.ordering.delivered = seqno;
+            if !(self.has_state() && seqno <= self.committed.last_contiguous()) {
+                let event = Event::Apply { seqno, writeset: Box::new(ws), depends_on: seqno - 1, failed };
+                self.push_event(event);
+            }
+            return;
+        }
+        self.certify_writeset(seqno, ws);
+    }
+
+    fn certify_writeset(&mut self, seqno: Seqno, mut ws: Writeset) {
         let candidate = Candidate {
             seqno,
             last_seen: ws.last_seen,
@@ -286,6 +400,7 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.barrier = seqno;
         }
         let bytes = ws.byte_len() as i64;
+        self.ordering.bytes_since_checkpoint += bytes as u64;
         let c = &mut self.counters;
         c.received += 1;
         c.received_bytes += bytes;
@@ -329,9 +444,12 @@ impl<W: Clone + PartialEq> Core<W> {
         if view.view_id == 1 && !self.ordering.index_from_group {
             self.history_starts_here(seqno);
         }
-        self.ordering.barrier = seqno;
-        self.ordering.cuts.retain(|id, _| view.contains(*id));
-        self.ordering.synced.retain(|id| view.contains(*id));
+        if !self.restored_covers(seqno) {
+            self.ordering.members = view.members.iter().map(|m| m.id).collect();
+            self.ordering.barrier = seqno;
+            self.ordering.cuts.retain(|id, _| view.contains(*id));
+            self.ordering.synced.retain(|id| view.contains(*id));
+        }
         if self.ordering.synced_unknown && view.contains(me) {
             // Announcements before our first delivery are lost to us: take the others as
             // synced until a donor's state says otherwise.
@@ -426,6 +544,9 @@ impl<W: Clone + PartialEq> Core<W> {
     /// `live`: ordered while this member takes part (not replayed from its log after a
     /// restart): bookkeeping always, actions only then.
     fn on_control(&mut self, after: Seqno, origin: MemberId, control: Control, live: bool) {
+        if self.restored_covers_control(after) {
+            return;
+        }
         let me = self.me();
         match control {
             Control::Barrier { id } => {
@@ -435,8 +556,8 @@ impl<W: Clone + PartialEq> Core<W> {
             }
             Control::CommitCut { seqno } => {
                 self.ordering.cuts.insert(origin, seqno);
-                let view = self.connection.as_ref().map(|c| c.view.members.clone()).unwrap_or_default();
-                let horizon = view.iter().map(|m| self.ordering.cuts.get(&m.id).copied()).min().flatten();
+                let members = &self.ordering.members;
+                let horizon = members.iter().map(|id| self.ordering.cuts.get(id).copied()).min().flatten();
                 if let Some(horizon) = horizon {
                     self.certification.purge_upto(horizon);
                 }

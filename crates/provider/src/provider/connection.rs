@@ -3,6 +3,7 @@
 use super::sink::CoreSink;
 use super::{lock, Link, Provider};
 use crate::addresses::{AddressSettings, GroupAddresses};
+use crate::checkpoint::Checkpoint;
 use crate::core::{member_uuid, Opening};
 use crate::options::Options;
 use crate::types::{Status, Uuid};
@@ -45,6 +46,15 @@ impl Provider {
                 }
             };
             (addresses, group_config(cluster_name, &o), cache_dir, tls, o.flag("gcache.sync"))
+        };
+        let optimistic_pa = self.lock_core().settings().optimistic_pa;
+        let checkpoint = match Checkpoint::read(&cache_dir, optimistic_pa) {
+            Ok(checkpoint) => checkpoint.map(Box::new),
+            Err(e) => {
+                // Only a restart past a purged log needs it; without it such a node asks a donor.
+                log::warn!("ignoring the certification checkpoint in {}: {e}", cache_dir.display());
+                None
+            }
         };
         let bootstrap = bootstrap || addresses.peers.is_empty();
         let position = {
@@ -90,6 +100,7 @@ impl Provider {
                 bootstrap_history: genesis.map(|g| Uuid(g.history)),
                 ist_addr: addresses.ist_advertised.clone(),
                 donors: donors.to_string(),
+                checkpoint,
             })
         });
         let config = NodeConfig {
@@ -101,7 +112,7 @@ impl Provider {
                 incoming_address: self.node_incoming.clone(),
             },
             listen: addresses.listen.clone(),
-            data_dir: cache_dir,
+            data_dir: cache_dir.clone(),
             fsync: sync_log,
             bootstrap: genesis,
             peers: addresses.peers.clone(),
@@ -117,7 +128,16 @@ impl Provider {
                 return Status::NodeFail;
             }
         };
-        *lock(&self.link) = Some(Arc::new(Link { generation, node }));
+        let (checkpoints, to_write) = std::sync::mpsc::sync_channel::<Box<Checkpoint>>(1);
+        *lock(&self.link) = Some(Arc::new(Link { generation, node, checkpoints }));
+        // Ends when the connection's link (the sender) is dropped.
+        self.spawn_guarded("lockstep-checkpoint", generation, move || {
+            for checkpoint in to_write {
+                if let Err(e) = checkpoint.write(&cache_dir, sync_log) {
+                    log::warn!("cannot keep the certification checkpoint in {}: {e}", cache_dir.display());
+                }
+            }
+        });
         log::info!(
             "connecting to cluster '{cluster_name}' as member {} ({me}, {}): group traffic on {}, {}",
             member_uuid(me),
@@ -242,6 +262,12 @@ fn bind_receiver(
 /// carries in one entry (a bigger one is refused before it is ordered, with a clear error).
 pub(super) fn max_writeset_bytes(options: &Options) -> u64 {
     options.size("repl.max_ws_size").min(u64::from(lockstep_group::config::WRITESET_LIMIT_BYTES))
+}
+
+/// How often (in writeset bytes) the certification checkpoint is kept: often enough that the
+/// cache, which drops its oldest eighth at a time, still holds the order after it.
+pub(super) fn checkpoint_bytes(options: &Options) -> u64 {
+    (options.size("gcache.size") / 16).max(64 << 10)
 }
 
 /// Group timeouts and sizes from the Galera options of the same meaning.

@@ -17,12 +17,14 @@ mod transactions;
 pub use crate::core::{StatValue, StatVar, CAPABILITIES};
 
 use crate::application::Application;
+use crate::checkpoint::Checkpoint;
 use crate::core::{starting_position, Core, Effects, Settings};
 use crate::grastate::StateFile;
 use crate::options::{NodeSite, Options};
 use crate::types::Gtid;
 use lockstep_group::{GroupNode, Outbox};
 use std::path::PathBuf;
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::Thread;
 use std::time::Instant;
@@ -58,6 +60,9 @@ impl PartialEq for Parked {
 struct Link {
     generation: u64,
     node: GroupNode,
+    /// To the thread that keeps the certification checkpoint (one waiting at most: a newer
+    /// one comes soon enough).
+    checkpoints: SyncSender<Box<Checkpoint>>,
 }
 
 /// `grastate.dat` and the newest version of it written: writes race between threads, and
@@ -84,6 +89,7 @@ fn settings(options: &Options) -> Settings {
         optimistic_pa: options.flag("cert.optimistic_pa"),
         log_conflicts: options.flag("cert.log_conflicts"),
         max_writeset_bytes: connection::max_writeset_bytes(options),
+        checkpoint_bytes: connection::checkpoint_bytes(options),
     }
 }
 
@@ -208,6 +214,11 @@ impl Provider {
                 if let Err(e) = saved.file.write(&state) {
                     log::error!("failed to write {}: {e}", crate::grastate::FILE_NAME);
                 }
+            }
+        }
+        if let Some(checkpoint) = effects.checkpoint {
+            if let Some(link) = self.link() {
+                let _ = link.checkpoints.try_send(checkpoint);
             }
         }
         match outbox {

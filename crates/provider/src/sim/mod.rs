@@ -27,8 +27,8 @@ pub struct Outcome {
     pub node_crashes: u64,
     pub transfers: u64,
     /// Every node holding the group's certification state went down at once, and no node got
-    /// it back (a restarted node does when its log holds the whole history; rebuilding it
-    /// from a purged log is not built yet), so convergence is not judged.
+    /// it back (a restarted node does when its log holds the whole history or reaches its
+    /// certification checkpoint), so convergence is not judged.
     pub state_lost: bool,
 }
 
@@ -81,6 +81,7 @@ impl Sim {
             causal_per_million: rng.range(0, 100_000) as u32,
             isolation_per_million: rng.range(0, 20_000) as u32,
             optimistic_pa: rng.chance(700_000),
+            checkpoint_bytes: scenario.gcache_bytes / 16,
         };
         if trace {
             println!("provider workload {workload:?}");

@@ -8,6 +8,7 @@ use super::invariants::Checks;
 use super::transfer::{PendingTransfer, TransferKind};
 use crate::application::{View, WsHandle};
 use crate::certification::{Key, KeyType};
+use crate::checkpoint::Checkpoint;
 use crate::core::{
     phase::{CatchUp, Phase},
     CertifyStart, Core, Donation, Event, HandshakeStep, Observation, Opening, ReplayPlan, RequestStart, Settings, Task,
@@ -40,6 +41,8 @@ pub struct Workload {
     pub causal_per_million: u32,
     pub isolation_per_million: u32,
     pub optimistic_pa: bool,
+    /// `Settings::checkpoint_bytes`, from the scenario's cache size.
+    pub checkpoint_bytes: u64,
 }
 
 /// A deterministic generator (splitmix64), the node's own.
@@ -130,6 +133,8 @@ pub struct Node {
     pub generation: u64,
     pub db: Db,
     pub saved: Option<SavedState>,
+    /// The certification checkpoint in the cache directory (survives crashes).
+    checkpoint: Option<Box<Checkpoint>>,
     clients: Vec<Client>,
     appliers: Vec<Applier>,
     runnable: BTreeSet<Waiter>,
@@ -171,6 +176,7 @@ impl Node {
             generation: 0,
             db,
             saved,
+            checkpoint: None,
             clients: (0..workload.clients).map(|_| Client::Idle).collect(),
             appliers: Vec::new(),
             runnable: BTreeSet::new(),
@@ -187,8 +193,12 @@ impl Node {
     pub fn start(&mut self, incarnation: u64, bootstrap: Option<Uuid>) {
         let position = crate::core::starting_position(self.saved, self.db.position());
         let safe = self.saved.is_none_or(|s| s.safe_to_bootstrap);
-        let settings =
-            Settings { optimistic_pa: self.workload.optimistic_pa, log_conflicts: false, max_writeset_bytes: 1 << 20 };
+        let settings = Settings {
+            optimistic_pa: self.workload.optimistic_pa,
+            log_conflicts: false,
+            max_writeset_bytes: 1 << 20,
+            checkpoint_bytes: self.workload.checkpoint_bytes,
+        };
         let mut core = Core::new(settings, position, safe);
         core.observe();
         self.generation = core.open(Opening {
@@ -197,6 +207,7 @@ impl Node {
             bootstrap_history: bootstrap,
             ist_addr: format!("sim:{}:{incarnation}", self.index),
             donors: String::new(),
+            checkpoint: self.checkpoint.clone(),
         });
         self.core = Some(core);
         self.incarnation = incarnation;
@@ -229,6 +240,11 @@ impl Node {
         self.runnable.extend(effects.wake);
         if let Some((_, state)) = effects.save {
             self.saved = Some(state);
+        }
+        if let Some(checkpoint) = effects.checkpoint {
+            // Through its file format, as the runtime keeps it.
+            let decoded = Checkpoint::decode(&checkpoint.encode(), self.workload.optimistic_pa);
+            self.checkpoint = Some(Box::new(decoded.expect("a checkpoint reads back")));
         }
         if let Some(group) = group {
             for (control, tag) in effects.send {
@@ -697,7 +713,9 @@ impl Node {
     /// The server starts on a view at its own position (it keeps its checkpoint only if that
     /// is the position it holds), then the order after it is applied from the node's own log.
     fn start_from_own_state(&mut self, view: View, position: Gtid, env: &mut Env<'_>) -> Result<Applier, String> {
-        if (self.db.history, self.db.committed) != (position.uuid, position.seqno) {
+        // Seqnos after the database's may be views without this node, which the server
+        // never sees (it keeps its own position then).
+        if self.db.history != position.uuid || self.db.committed > position.seqno {
             return Err(format!(
                 "a first view at {position} while the database holds {}:{}",
                 self.db.history, self.db.committed
