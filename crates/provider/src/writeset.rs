@@ -39,6 +39,9 @@ pub enum Control {
     StateRequest { sst_request: Vec<u8>, position: Gtid, donors: String, has_state: bool, ist_addr: String, id: u64 },
     /// The sender has the group's state and has caught up with the order.
     Synced,
+    /// How committing `seqno` ended on the sender: 0 committed, else a hash of its error
+    /// (core/vote.rs).
+    Vote { seqno: Seqno, outcome: u64 },
 }
 
 const WRITESET: u8 = 1;
@@ -46,6 +49,7 @@ const BARRIER: u8 = 2;
 const COMMIT_CUT: u8 = 3;
 const STATE_REQUEST: u8 = 4;
 const SYNCED: u8 = 5;
+const VOTE: u8 = 6;
 
 fn put_uuid(w: &mut Writer, uuid: &Uuid) {
     w.bytes(&uuid.0);
@@ -134,11 +138,16 @@ impl Control {
                 w.bytes
             }
             Control::Synced => header(SYNCED).bytes,
+            Control::Vote { seqno, outcome } => {
+                let mut w = header(VOTE);
+                w.u64(*seqno as u64).u64(*outcome);
+                w.bytes
+            }
         }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Control, DecodeError> {
-        let (mut r, kind) = open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED])?;
+        let (mut r, kind) = open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED, VOTE])?;
         let control = match kind {
             BARRIER => Control::Barrier { id: r.u64()? },
             COMMIT_CUT => Control::CommitCut { seqno: r.u64()? as Seqno },
@@ -149,6 +158,7 @@ impl Control {
                 let (has_state, ist_addr) = (r.bool()?, r.str()?);
                 Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id: r.u64()? }
             }
+            VOTE => Control::Vote { seqno: r.u64()? as Seqno, outcome: r.u64()? },
             _ => Control::Synced,
         };
         r.finish()?;
@@ -183,6 +193,7 @@ mod tests {
                 id: 77,
             },
             Control::Synced,
+            Control::Vote { seqno: 12, outcome: 0x5eed },
         ];
         for c in controls {
             assert_eq!(Control::decode(&c.encode()).unwrap(), c);

@@ -246,6 +246,33 @@ impl<W: Clone + PartialEq> Core<W> {
         self.receivers -= 1;
     }
 
+    /// An applier leaves `recv` after this node failed: all but the last go now. The last one
+    /// stays for the final view, which the server's shutdown waits for (returns true).
+    pub fn last_receiver_stays(&mut self) -> bool {
+        if self.receivers > 1 {
+            self.receivers -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// The final view, for the applier that stayed after a failure; `None` after registering
+    /// `waiter`. `Some(None)`: the connection ended without one.
+    pub fn final_view(&mut self, generation: u64, waiter: &W) -> Option<Option<View>> {
+        if !self.is_current(generation) {
+            return Some(None);
+        }
+        if let Some(at) = self.events.iter().position(|e| matches!(e, Event::Final { .. })) {
+            if let Some(Event::Final { view }) = self.events.remove(at) {
+                return Some(Some(view));
+            }
+        }
+        if !self.idle_appliers.contains(waiter) {
+            self.idle_appliers.push_back(waiter.clone());
+        }
+        None
+    }
+
     /// More than one applier is in `recv` (the last one never leaves on `exit_loop`).
     pub fn other_receivers(&self) -> bool {
         self.receivers > 1
@@ -327,8 +354,8 @@ impl<W: Clone + PartialEq> Core<W> {
         self.finish_both(seqno);
         match self.connection.as_ref().and_then(|c| c.apply_failed) {
             Some(failed) => {
-                // Galera's answer without a vote: leave, and take a full transfer next time.
-                self.save_state(Gtid::UNDEFINED);
+                // Leave, and take a full transfer next time.
+                self.mark_inconsistent();
                 Err(failed)
             }
             None => Ok(()),

@@ -112,7 +112,11 @@ impl<W: Clone + PartialEq> Core<W> {
     /// Returns false if there was none.
     pub fn close(&mut self, why: &str) -> bool {
         let Some(c) = self.connection.take() else { return false };
-        let position = if c.has_state { Gtid::new(c.group, self.committed.last_contiguous()) } else { self.position };
+        let position = match (self.inconsistent, c.has_state) {
+            (true, _) => Gtid::UNDEFINED,
+            (false, true) => Gtid::new(c.group, self.committed.last_contiguous()),
+            (false, false) => self.position,
+        };
         self.position = position;
         self.desync_count = 0;
         self.set_phase(Phase::Closed);
@@ -188,6 +192,9 @@ impl<W: Clone + PartialEq> Core<W> {
         self.unpause_waiters.retain(|w| w != waiter);
         self.phase_waiters.retain(|w| w != waiter);
         self.idle_appliers.retain(|w| w != waiter);
+        for ballot in self.ballots.values_mut() {
+            ballot.forget(waiter);
+        }
     }
 
     // ---- pause, desync -------------------------------------------------------------------

@@ -17,12 +17,14 @@ mod ordering;
 pub mod phase;
 mod stats;
 mod trx;
+mod vote;
 
 pub use apply::{member_uuid, Donation, Event, HandshakeStep, RequestStart, Task, Transferred, Turn};
 pub use control::Opening;
 pub use ordering::{DeliveryContext, Payload};
 pub use stats::{StatValue, StatVar, StatsSnapshot};
 pub use trx::{CertifyStart, ReplayPlan, Statement, REMOTE_HANDLE};
+pub use vote::{outcome_of, VoteResult};
 
 use crate::application::View;
 use crate::certification::{CertificationIndex, Verdict};
@@ -307,6 +309,15 @@ pub struct Core<W> {
     deliveries_held: bool,
     /// A delivery that arrived when there was no room, taken first when there is.
     held_delivery: Option<(Seqno, Payload, DeliveryContext)>,
+    /// Votes on seqnos whose commit failed somewhere (vote.rs), by seqno.
+    ballots: BTreeMap<Seqno, vote::Ballot<W>>,
+    /// Seqnos whose commit failed here, with the outcome we voted, until decided.
+    failures: BTreeMap<Seqno, u64>,
+    /// Recently decided votes: late votes on them change nothing.
+    decided_votes: BTreeSet<Seqno>,
+    /// This node's data is not the group's (an apply failure the vote went against, a gap in
+    /// the order): every later save of its position says so, until a full transfer.
+    inconsistent: bool,
     /// Threads inside `recv`: the last one never leaves on `exit_loop`.
     receivers: usize,
     next_handle: u64,
@@ -361,6 +372,10 @@ impl<W: Clone + PartialEq> Core<W> {
             idle_appliers: VecDeque::new(),
             deliveries_held: false,
             held_delivery: None,
+            ballots: BTreeMap::new(),
+            failures: BTreeMap::new(),
+            decided_votes: BTreeSet::new(),
+            inconsistent: false,
             receivers: 0,
             next_handle: 1,
             trxs: HashMap::new(),
@@ -503,7 +518,20 @@ impl<W: Clone + PartialEq> Core<W> {
         self.commit_order.restart_at(seqno, &mut self.effects.wake);
     }
 
+    /// This node's data is not the group's: its saved state forces a full transfer from now
+    /// on (the clean close included), and it stops.
+    fn fail_inconsistent(&mut self, why: &str) {
+        self.mark_inconsistent();
+        self.fail(why);
+    }
+
+    fn mark_inconsistent(&mut self) {
+        self.inconsistent = true;
+        self.save_state(Gtid::UNDEFINED);
+    }
+
     fn save_state(&mut self, position: Gtid) {
+        let position = if self.inconsistent { Gtid::UNDEFINED } else { position };
         self.save_version += 1;
         let state = SavedState { position, safe_to_bootstrap: self.safe_to_bootstrap };
         self.effects.save = Some((self.save_version, state));

@@ -173,6 +173,7 @@ impl<W: Clone + PartialEq> Core<W> {
         if let Some(cut) = self.commit_cut_due(now_ms) {
             self.effects.send.push((Control::CommitCut { seqno: cut }, 0));
         }
+        self.cast_due_votes();
         if let Some(checkpoint) = self.checkpoint_due(now_ms) {
             self.effects.checkpoint = Some(Box::new(checkpoint));
         }
@@ -186,6 +187,10 @@ impl<W: Clone + PartialEq> Core<W> {
         if local_id == SYNCED_TAG {
             // Nothing else makes this member synced: say it again once primary.
             self.ordering.announce_synced_again = true;
+            return;
+        }
+        if local_id & super::vote::VOTE_TAG != 0 {
+            self.vote_lost_in_transit(local_id);
             return;
         }
         let status = match error {
@@ -344,8 +349,7 @@ impl<W: Clone + PartialEq> Core<W> {
             return;
         }
         if self.phase.app_ready() {
-            self.save_state(Gtid::UNDEFINED);
-            self.fail(&format!(
+            self.fail_inconsistent(&format!(
                 "this node is at seqno {committed} and the group no longer holds the seqnos after it, up to {seqno} \
                  (gcache.size too small for the time it was behind): it needs a full state transfer"
             ));
@@ -449,6 +453,8 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.barrier = seqno;
             self.ordering.cuts.retain(|id, _| view.contains(*id));
             self.ordering.synced.retain(|id| view.contains(*id));
+            // Members that left no longer vote: what they said or would say does not count.
+            self.tally_all();
         }
         if self.ordering.synced_unknown && view.contains(me) {
             // Announcements before our first delivery are lost to us: take the others as
@@ -563,6 +569,7 @@ impl<W: Clone + PartialEq> Core<W> {
                 }
                 self.ordering.verdicts.forget_before(self.ordering.delivered);
             }
+            Control::Vote { seqno, outcome } => self.on_vote(origin, seqno, outcome, live),
             Control::Synced => {
                 self.ordering.synced.insert(origin);
                 if origin == me && live {

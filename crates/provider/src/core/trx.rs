@@ -250,12 +250,12 @@ impl<W: Clone + PartialEq> Core<W> {
 
     /// Leaves commit order; `failed`: the server could not commit it (an applier's error
     /// makes this node's data suspect).
-    pub fn commit_order_leave(&mut self, handle: WsHandle, seqno: Seqno, failed: bool) -> Status {
+    /// `failed`: committing failed here with this outcome (`vote::outcome_of` the error): the
+    /// members vote on it, and the caller waits for the result (`vote_result`).
+    pub fn commit_order_leave(&mut self, handle: WsHandle, seqno: Seqno, failed: Option<u64>) -> Status {
         self.commit_order.finish(seqno, &mut self.effects.wake);
-        if handle.opaque & REMOTE_HANDLE != 0 && failed {
-            if let Some(c) = self.connection.as_mut() {
-                c.apply_failed = Some(seqno);
-            }
+        if let Some(outcome) = failed {
+            self.vote_failed(seqno, outcome);
         }
         if let Some(trx) = self.handle_id(handle).and_then(|id| self.trxs.get_mut(&id)) {
             trx.left_commit_order = true;

@@ -22,10 +22,19 @@ impl Provider {
             return Status::Fatal;
         };
         let result = self.receive_loop(ctx, generation);
-        if result == Status::Fatal {
-            self.leave_after_failure();
+        if result != Status::Fatal {
+            self.with_core(|core| core.leave_recv());
+            return result;
         }
-        self.with_core(|core| core.leave_recv());
+        self.leave_after_failure();
+        if self.with_core(|core| core.last_receiver_stays()) {
+            // The server's shutdown waits for the final view: the last applier delivers it.
+            let view = self.wait_for(None, |core, me| core.final_view(generation, me)).expect("no deadline");
+            if let Some(view) = view {
+                let _ = self.deliver_final_view(ctx, &view);
+            }
+            self.with_core(|core| core.leave_recv());
+        }
         result
     }
 

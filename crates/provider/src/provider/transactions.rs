@@ -3,8 +3,12 @@
 use super::Provider;
 use crate::application::{ApplyRequest, RecvCtx, WsHandle};
 use crate::certification::Key;
-use crate::core::CertifyStart;
+use crate::core::{outcome_of, CertifyStart, VoteResult, REMOTE_HANDLE};
 use crate::types::{Seqno, Status, TrxMeta};
+use std::time::{Duration, Instant};
+
+/// Bound on the wait for the members' vote on a seqno that failed here.
+const VOTE_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Provider {
     /// Adds keys to the transaction's writeset; returns its token for the handle's `opaque`.
@@ -48,18 +52,39 @@ impl Provider {
         self.wait_for(None, |core, me| core.commit_order_enter(handle, seqno, me)).expect("no deadline")
     }
 
+    /// A non-empty `error`: committing failed here. The members vote on the seqno; the
+    /// result is the status (Ok: the group failed alike and goes on; NodeFail: this node's
+    /// data differs from the group's, and it leaves).
     pub fn commit_order_leave(&self, handle: WsHandle, meta: &TrxMeta, error: &[u8]) -> Status {
         let seqno = meta.gtid.seqno;
         if seqno < 0 {
             return Status::TrxMissing;
         }
-        if !error.is_empty() {
-            log::warn!(
-                "seqno {seqno} failed to commit on this node: {}",
-                String::from_utf8_lossy(error).trim_end_matches('\0')
-            );
+        let failed = (!error.is_empty()).then(|| outcome_of(error));
+        let status = self.with_core(|core| core.commit_order_leave(handle, seqno, failed));
+        if failed.is_none() {
+            return status;
         }
-        self.with_core(|core| core.commit_order_leave(handle, seqno, !error.is_empty()))
+        let why = String::from_utf8_lossy(error).trim_end_matches('\0').to_string();
+        let generation = self.lock_core().generation();
+        let deadline = Instant::now() + VOTE_TIMEOUT;
+        match self.wait_for(Some(deadline), |core, me| core.vote_result(generation, seqno, me)) {
+            Some(VoteResult::Continue) => {
+                self.with_core(|core| core.vote_taken(seqno));
+                log::warn!("seqno {seqno} failed here as on a majority of the members ({why}): skipped everywhere");
+                Status::Ok
+            }
+            result => {
+                let remote = handle.opaque & REMOTE_HANDLE != 0;
+                self.with_core(|core| core.vote_lost(seqno, remote));
+                log::error!(
+                    "seqno {seqno} failed on this node ({why}) but not on a majority of the members{}: this node \
+                     is inconsistent with the group and leaves; restarted, it takes a full state transfer",
+                    if result.is_none() { " (the vote did not end in time)" } else { "" }
+                );
+                Status::NodeFail
+            }
+        }
     }
 
     /// The end of a transaction's life here. Also called, cheaply, for handles never seen.

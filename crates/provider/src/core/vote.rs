@@ -1,0 +1,244 @@
+//! Inconsistency voting (Galera 4's rule, our own messages): when committing a seqno fails
+//! on some member, every member says through the order how that seqno ended there (success,
+//! or a hash of the error), and the same tally on every member decides: the outcome of a
+//! majority of the view (or, once everyone voted, the most common one, success on a tie)
+//! is the group's, and every member whose outcome differs leaves, its state marked for a
+//! full transfer. A failure that a majority shares is skipped everywhere alike. See
+//! docs/design/inconsistency-vote.md.
+use super::Core;
+use crate::types::{Gtid, Seqno, SEQNO_UNDEFINED};
+use crate::writeset::Control;
+use lockstep_group::MemberId;
+use std::collections::BTreeMap;
+
+/// The outcome of a seqno that committed.
+pub const SUCCESS: u64 = 0;
+/// The tags of our votes: this bit and the seqno (local ids, the other tags, stay far below).
+pub(super) const VOTE_TAG: u64 = 1 << 62;
+/// Decided seqnos remembered, so that votes arriving after the decision change nothing.
+const DECIDED_KEPT: usize = 1024;
+
+/// A vote on one seqno.
+#[derive(Debug)]
+pub(super) struct Ballot<W> {
+    cast: BTreeMap<MemberId, u64>,
+    /// This member's vote, once sent.
+    voted: bool,
+    /// The applier whose failure started it, waiting for the result.
+    waiter: Option<W>,
+    decided: Option<u64>,
+}
+
+impl<W: PartialEq> Ballot<W> {
+    pub(super) fn forget(&mut self, waiter: &W) {
+        if self.waiter.as_ref() == Some(waiter) {
+            self.waiter = None;
+        }
+    }
+}
+
+impl<W> Default for Ballot<W> {
+    fn default() -> Self {
+        Ballot { cast: BTreeMap::new(), voted: false, waiter: None, decided: None }
+    }
+}
+
+/// What a failed applier learns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VoteResult {
+    /// The group failed the same way: the seqno counts as done, the node goes on.
+    Continue,
+    /// The group's outcome differs: this node's data is not the group's; it leaves.
+    Inconsistent,
+}
+
+/// Outcome of an error report: a stable non-zero hash of its bytes (FNV-1a), so that the same
+/// error on two members is the same vote.
+pub fn outcome_of(error: &[u8]) -> u64 {
+    let text = error.strip_suffix(b"\0").unwrap_or(error);
+    let hash = text.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
+    hash.max(1)
+}
+
+/// The tally: the outcome a strict majority of `electorate` voted, or, once all of it voted,
+/// the most common outcome (success among tied ones, else the lowest).
+fn decide(cast: &BTreeMap<MemberId, u64>, electorate: &[MemberId]) -> Option<u64> {
+    let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
+    for id in electorate {
+        if let Some(outcome) = cast.get(id) {
+            *counts.entry(*outcome).or_default() += 1;
+        }
+    }
+    if let Some((outcome, _)) = counts.iter().find(|(_, n)| **n * 2 > electorate.len()) {
+        return Some(*outcome);
+    }
+    let everyone = electorate.iter().all(|id| cast.contains_key(id));
+    let most = counts.values().copied().max()?;
+    everyone.then(|| counts.iter().find(|(_, n)| **n == most).map(|(o, _)| *o)).flatten()
+}
+
+impl<W: Clone + PartialEq> Core<W> {
+    /// Committing `seqno` failed here with `outcome`: our vote goes out, and the applier
+    /// waits for the result (`vote_result`).
+    pub(super) fn vote_failed(&mut self, seqno: Seqno, outcome: u64) {
+        log::warn!("committing seqno {seqno} failed on this node: the members vote on it");
+        // Until the vote says otherwise this node's data may not be the group's, and the
+        // server already committed what follows: a crash now must force a full transfer
+        // (as during a DDL).
+        self.save_state(Gtid::UNDEFINED);
+        self.failures.insert(seqno, outcome);
+        self.ballots.entry(seqno).or_default();
+        self.cast_due_votes();
+    }
+
+    /// Our vote on `tag`'s seqno was not ordered: it is cast again.
+    pub(super) fn vote_lost_in_transit(&mut self, tag: u64) {
+        if let Some(ballot) = self.ballots.get_mut(&((tag & !VOTE_TAG) as Seqno)) {
+            ballot.voted = false;
+        }
+    }
+
+    /// The result of the vote on our failure at `seqno`; `None` after registering `waiter`.
+    pub fn vote_result(&mut self, generation: u64, seqno: Seqno, waiter: &W) -> Option<VoteResult> {
+        if !self.is_current(generation) || self.failed {
+            return Some(VoteResult::Inconsistent);
+        }
+        let ours = self.failures.get(&seqno).copied();
+        match self.ballots.get_mut(&seqno) {
+            Some(ballot) if ballot.decided.is_none() => {
+                ballot.waiter = Some(waiter.clone());
+                None
+            }
+            Some(ballot) => Some(if ballot.decided == ours { VoteResult::Continue } else { VoteResult::Inconsistent }),
+            None => Some(VoteResult::Inconsistent),
+        }
+    }
+
+    /// The vote on our failure at `seqno` went against us, or did not end in time: this node's
+    /// data differs from the group's. An applier's failure ends the node in `remote_applied`
+    /// (after the server finished the writeset); a failure of our own commit ends it now.
+    pub fn vote_lost(&mut self, seqno: Seqno, remote: bool) {
+        self.ballots.remove(&seqno);
+        self.failures.remove(&seqno);
+        if remote {
+            if let Some(c) = self.connection.as_mut() {
+                c.apply_failed = Some(seqno);
+            }
+            return;
+        }
+        self.fail_inconsistent(&format!(
+            "this node's own transaction at seqno {seqno} failed to commit here but committed on the group (vote): \
+             its data differs from the group's; it needs a full state transfer"
+        ));
+    }
+
+    /// A vote arrived through the order. `live`: ordered while we take part (a restarted
+    /// member's replay only counts).
+    pub(super) fn on_vote(&mut self, origin: MemberId, seqno: Seqno, outcome: u64, live: bool) {
+        if self.decided_votes.contains(&seqno) {
+            return;
+        }
+        self.ballots.entry(seqno).or_default().cast.insert(origin, outcome);
+        if live {
+            self.cast_due_votes();
+        }
+        self.tally(seqno);
+    }
+
+    /// Votes we owe: our failure, and our outcome on every open ballot whose seqno we
+    /// finished. Tagged: one that is not ordered comes back (`vote_lost_in_transit`) and is
+    /// cast again, or a vote could wait forever.
+    pub(super) fn cast_due_votes(&mut self) {
+        if !self.has_state() {
+            return;
+        }
+        let committed = self.committed.last_contiguous();
+        for (seqno, ballot) in self.ballots.iter_mut() {
+            let ours = self.failures.get(seqno).copied();
+            let due = ours.is_some() || *seqno <= committed;
+            if due && !ballot.voted && ballot.decided.is_none() {
+                ballot.voted = true;
+                let outcome = ours.unwrap_or(SUCCESS);
+                self.effects.send.push((Control::Vote { seqno: *seqno, outcome }, VOTE_TAG | *seqno as u64));
+            }
+        }
+    }
+
+    /// Decides the ballots that can be after a vote or a view (the electorate is the view).
+    pub(super) fn tally_all(&mut self) {
+        let open: Vec<Seqno> = self.ballots.iter().filter(|(_, b)| b.decided.is_none()).map(|(s, _)| *s).collect();
+        for seqno in open {
+            self.tally(seqno);
+        }
+    }
+
+    fn tally(&mut self, seqno: Seqno) {
+        let Some(ballot) = self.ballots.get_mut(&seqno) else { return };
+        if ballot.decided.is_some() {
+            return;
+        }
+        let Some(outcome) = decide(&ballot.cast, &self.ordering.members) else { return };
+        ballot.decided = Some(outcome);
+        self.effects.wake.extend(ballot.waiter.take());
+        let dissenters = ballot.cast.values().filter(|o| **o != outcome).count();
+        // Our own outcome counts only if we voted in this connection: a restarted member
+        // reads its earlier life's votes again from its log.
+        let ours = ballot.voted.then(|| self.failures.get(&seqno).copied().unwrap_or(SUCCESS));
+        log::info!(
+            "vote on seqno {seqno} decided: {} ({} member(s) differ)",
+            if outcome == SUCCESS { "committed".to_string() } else { format!("failed alike (error {outcome:x})") },
+            dissenters
+        );
+        self.decided_votes.insert(seqno);
+        if self.decided_votes.len() > DECIDED_KEPT {
+            self.decided_votes.pop_first();
+        }
+        let waiting = self.failures.contains_key(&seqno);
+        if !waiting {
+            self.ballots.remove(&seqno);
+        }
+        // A member whose commit succeeded where the group's failed: its data differs too.
+        if !waiting && ours.is_some_and(|o| o != outcome) {
+            self.fail_inconsistent(&format!(
+                "seqno {seqno} committed on this node but failed on a majority of the members (vote): this node's \
+                 data differs from the group's; it needs a full state transfer"
+            ));
+        }
+    }
+
+    /// The failed applier took its result: the ballot is done with.
+    pub fn vote_taken(&mut self, seqno: Seqno) {
+        self.ballots.remove(&seqno);
+        self.failures.remove(&seqno);
+        if self.failures.is_empty() {
+            self.save_state(Gtid::new(self.group(), SEQNO_UNDEFINED));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(n: u64) -> Vec<MemberId> {
+        (1..=n).map(MemberId).collect()
+    }
+
+    #[test]
+    fn a_majority_decides_and_a_full_tie_goes_to_success() {
+        let cast = |votes: &[(u64, u64)]| votes.iter().map(|(id, o)| (MemberId(*id), *o)).collect();
+        // One of three failed: the two others decide as soon as they voted.
+        assert_eq!(decide(&cast(&[(2, 7)]), &ids(3)), None);
+        assert_eq!(decide(&cast(&[(2, 7), (1, SUCCESS)]), &ids(3)), None);
+        assert_eq!(decide(&cast(&[(2, 7), (1, SUCCESS), (3, SUCCESS)]), &ids(3)), Some(SUCCESS));
+        // Two of three failed alike: the failure is the group's.
+        assert_eq!(decide(&cast(&[(2, 7), (3, 7)]), &ids(3)), Some(7));
+        // Two members, one failed: a tie, success wins once both voted.
+        assert_eq!(decide(&cast(&[(2, 7)]), &ids(2)), None);
+        assert_eq!(decide(&cast(&[(2, 7), (1, SUCCESS)]), &ids(2)), Some(SUCCESS));
+        // Votes of members outside the view do not count.
+        assert_eq!(decide(&cast(&[(9, 7), (1, 7)]), &ids(2)), None);
+        assert_ne!(outcome_of(b"Duplicate entry '1'\0"), SUCCESS);
+        assert_eq!(outcome_of(b"Duplicate entry '1'\0"), outcome_of(b"Duplicate entry '1'"));
+    }
+}
