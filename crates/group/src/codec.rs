@@ -111,6 +111,10 @@ impl<'a> Reader<'a> {
         }
         Ok(n)
     }
+    /// Every byte was consumed (a field added later may be absent from older records).
+    pub fn at_end(&self) -> bool {
+        self.rest.is_empty()
+    }
     /// Fails unless every byte was consumed.
     pub fn finish(self) -> Result<(), DecodeError> {
         if self.rest.is_empty() {

@@ -33,7 +33,7 @@
 //!     data_dir: datadir,
 //!     fsync: true,
 //!     // `--wsrep-new-cluster`: a new history, numbered on from the database's seqno.
-//!     bootstrap: Some(Genesis { history: [0x42; 16], base_seqno: 1000 }),
+//!     bootstrap: Some(Genesis::new([0x42; 16], 1000)),
 //!     // `gcomm://db1.example,db2.example,db3.example`: addresses only, ours may be among them.
 //!     peers: vec!["db1.example:4567".into(), "db2.example:4567".into(), "db3.example:4567".into()],
 //!     resume_after: 0,

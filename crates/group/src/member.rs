@@ -92,6 +92,10 @@ pub struct Member<S: LogStore> {
     queue_lengths: BTreeMap<MemberId, u32>,
     /// Members to send join requests to besides the directory (the cluster address).
     seeds: BTreeSet<MemberId>,
+    /// Our bootstrap id as the cache names it, before the log's genesis is applied again.
+    cached_group: u64,
+    /// Members of an earlier bootstrap of this cluster we already warned about.
+    stale_peers: BTreeSet<MemberId>,
     next_join_ms: u64,
     /// A pre-vote under way: the term it asks for and who granted it.
     pre_vote: Option<(u64, BTreeSet<MemberId>)>,
@@ -157,6 +161,7 @@ impl<S: LogStore> Member<S> {
             let gap = Delivered { seqno: boundary.seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() };
             member.recv_queue.push_back((boundary.position.index, gap));
         }
+        member.cached_group = Self::cached_group(&member.store, &boundary);
         member.applied = boundary;
         member.replayed_through = member.store.last_index();
         member.lost_primary = true;
@@ -165,6 +170,30 @@ impl<S: LogStore> Member<S> {
         }
         member.seeds = seeds.iter().copied().filter(|&s| s != member.info.id).collect();
         member
+    }
+
+    /// The bootstrap id a cache belongs to: its boundary's, or its log's genesis (0: none yet).
+    fn cached_group(store: &S, boundary: &AppliedState) -> u64 {
+        if boundary.group != 0 {
+            return boundary.group;
+        }
+        (store.first_index()..=store.last_index())
+            .filter_map(|index| match store.entry(index) {
+                Some(Entry { payload: Payload::Command(bytes), .. }) => Op::genesis(&bytes),
+                _ => None,
+            })
+            .map(|genesis| genesis.group)
+            .next()
+            .unwrap_or(0)
+    }
+
+    /// Our bootstrap id (0: we never applied a genesis).
+    fn group(&self) -> u64 {
+        if self.applied.group != 0 {
+            self.applied.group
+        } else {
+            self.cached_group
+        }
     }
 
     /// Every member a cache names, committed or not: whom a restarted member asks to let it
@@ -215,6 +244,8 @@ impl<S: LogStore> Member<S> {
             sent_upto: BTreeMap::new(),
             queue_lengths: BTreeMap::new(),
             seeds: BTreeSet::new(),
+            cached_group: 0,
+            stale_peers: BTreeSet::new(),
             next_join_ms: now_ms,
             pre_vote: None,
             proposed_ops: BTreeMap::new(),
@@ -290,6 +321,9 @@ impl<S: LogStore> Member<S> {
     pub fn add_seed(&mut self, id: MemberId) {
         if id != self.info.id && self.seeds.insert(id) {
             self.next_join_ms = self.now_ms;
+            // A primary member sends a seed nothing else: if it is of another bootstrap of
+            // this cluster, this is how the two find out.
+            self.send(id, Body::Probe);
         }
     }
 
@@ -384,6 +418,9 @@ impl<S: LogStore> Member<S> {
             return;
         }
         let from = message.from;
+        if !self.same_bootstrap(from, message.group) {
+            return;
+        }
         if self.is_known(from) {
             // Only members we know of take room in these tables.
             self.last_heard_ms.insert(from, self.now_ms);
@@ -446,6 +483,8 @@ impl<S: LogStore> Member<S> {
                 }
             }
             Body::Removed => self.removed = self.leaving,
+            // The envelope told what they say (`same_bootstrap`).
+            Body::Probe | Body::Stale => {}
             Body::Snapshot(state) => self.install_snapshot(from, state),
             Body::PreVote { term, last } => {
                 let granted = term > self.raft.term()
@@ -917,6 +956,34 @@ impl<S: LogStore> Member<S> {
         self.send(to, Body::Raft { message, payloads });
     }
 
+    /// Members of two bootstraps of one cluster never mix (docs/design/group-bootstrap-id.md):
+    /// a message of an earlier one is dropped and answered with `Stale`; one of a later
+    /// one means our cache is from before it, and we stop rather than run beside it.
+    fn same_bootstrap(&mut self, from: MemberId, theirs: u64) -> bool {
+        let ours = self.group();
+        if theirs == 0 || ours == 0 || theirs == ours {
+            return true;
+        }
+        if theirs > ours {
+            self.failed = Some(format!(
+                "member {from} belongs to a later bootstrap of this cluster (bootstrap {theirs:x}) than this \
+                 member's cache (bootstrap {ours:x}): this node's state is from before that bootstrap, and it stops \
+                 rather than run beside it. To join that cluster, remove this node's grastate.dat (a full state \
+                 transfer); if that bootstrap started from the wrong node, stop it and bootstrap from this one"
+            ));
+            return false;
+        }
+        if self.stale_peers.insert(from) {
+            log::warn!(
+                "{}: ignoring member {from}: it belongs to an earlier bootstrap of this cluster (bootstrap \
+                 {theirs:x}, ours {ours:x})",
+                self.info.id
+            );
+        }
+        self.send(from, Body::Stale);
+        false
+    }
+
     fn send(&mut self, to: MemberId, body: Body) {
         let is_leader = self.raft.role() == Role::Leader;
         let queue_table = if is_leader {
@@ -926,6 +993,7 @@ impl<S: LogStore> Member<S> {
         };
         let message = Message {
             from: self.info.id,
+            group: self.group(),
             recv_queue: self.own_queue_len(),
             leader_primary: is_leader && self.is_primary(),
             queue_table,
@@ -1302,7 +1370,7 @@ mod tests {
 
     #[test]
     fn numbering_from_the_genesis_messages_without_seqnos_and_the_resume_rule() {
-        let genesis = Genesis { history: [9; 16], base_seqno: 100 };
+        let genesis = Genesis { history: [9; 16], base_seqno: 100, group: 1 };
         let config = GroupConfig::new("t");
         let mut m = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), genesis, 0);
         // The application is at the base: the first delivery is the first view, after it.

@@ -9,6 +9,8 @@ use crate::types::{MemberId, MemberInfo};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub from: MemberId,
+    /// The sender's bootstrap id (`Genesis::group`; 0 before it applied a genesis).
+    pub group: u64,
     /// Sender's deliveries not yet taken by its application (flow control input).
     pub recv_queue: u32,
     /// Set by a leader in contact with a quorum: receivers are then primary.
@@ -60,6 +62,11 @@ pub enum Body {
     Remerge {
         view_id: u64,
     },
+    /// Sent once to each seed found: a member of another bootstrap learns of us from it.
+    Probe,
+    /// Answer to a message of an earlier bootstrap of this cluster: the receiver's state is
+    /// from before ours (the envelope says which bootstrap we belong to).
+    Stale,
     /// A follower asks the leader for its commit index (a causal read's point).
     ReadIndex {
         request: u64,
@@ -84,6 +91,8 @@ const BODY_FORWARD_MESSAGE: u8 = 10;
 const BODY_REMERGE: u8 = 11;
 const BODY_READ_INDEX: u8 = 12;
 const BODY_READ_INDEX_REPLY: u8 = 13;
+const BODY_PROBE: u8 = 14;
+const BODY_STALE: u8 = 15;
 
 impl Message {
     /// The writeset bytes it carries, which is its size near enough to count it against
@@ -103,7 +112,7 @@ impl Message {
     }
 
     pub fn encode_into(&self, w: &mut Writer) {
-        w.u64(self.from.0).u32(self.recv_queue).bool(self.leader_primary).len(self.queue_table.len());
+        w.u64(self.from.0).u64(self.group).u32(self.recv_queue).bool(self.leader_primary).len(self.queue_table.len());
         for (id, len) in &self.queue_table {
             w.u64(id.0).u32(*len);
         }
@@ -155,12 +164,19 @@ impl Message {
             Body::ReadIndexReply { request, index } => {
                 w.u8(BODY_READ_INDEX_REPLY).u64(*request).bool(index.is_some()).u64(index.unwrap_or(0));
             }
+            Body::Probe => {
+                w.u8(BODY_PROBE);
+            }
+            Body::Stale => {
+                w.u8(BODY_STALE);
+            }
         }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(bytes);
         let from = MemberId(r.u64()?);
+        let group = r.u64()?;
         let recv_queue = r.u32()?;
         let leader_primary = r.bool()?;
         let n = r.len(12)?;
@@ -190,10 +206,12 @@ impl Message {
                 let (request, known, index) = (r.u64()?, r.bool()?, r.u64()?);
                 Body::ReadIndexReply { request, index: known.then_some(index) }
             }
+            BODY_PROBE => Body::Probe,
+            BODY_STALE => Body::Stale,
             _ => return Err(DecodeError("unknown message body")),
         };
         r.finish()?;
-        Ok(Self { from, recv_queue, leader_primary, queue_table, body })
+        Ok(Self { from, group, recv_queue, leader_primary, queue_table, body })
     }
 }
 

@@ -62,7 +62,7 @@ impl Op {
                 w.u8(OP_LEAVE).u64(id.0);
             }
             Self::Genesis(g) => {
-                w.u8(OP_GENESIS).fixed(&g.history).u64(g.base_seqno);
+                w.u8(OP_GENESIS).fixed(&g.history).u64(g.base_seqno).u64(g.group);
             }
             Self::Message { origin, request, data } => {
                 w.u8(OP_MESSAGE).u64(origin.0).u64(*request).bytes(data);
@@ -72,6 +72,17 @@ impl Op {
             }
         }
         w.bytes
+    }
+
+    /// The genesis a command is, if it is one; other operations are not decoded.
+    pub fn genesis(bytes: &[u8]) -> Option<Genesis> {
+        match bytes.first() {
+            Some(&OP_GENESIS) => match Self::decode(bytes) {
+                Ok(Self::Genesis(genesis)) => Some(genesis),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// The member a `Join` names; other operations are not decoded.
@@ -91,7 +102,12 @@ impl Op {
             OP_WRITESET => Self::Writeset { origin: MemberId(r.u64()?), request: r.u64()?, data: r.bytes()? },
             OP_JOIN => Self::Join(MemberInfo::decode(&mut r)?),
             OP_LEAVE => Self::Leave(MemberId(r.u64()?)),
-            OP_GENESIS => Self::Genesis(Genesis { history: r.array()?, base_seqno: r.u64()? }),
+            OP_GENESIS => {
+                let (history, base_seqno) = (r.array()?, r.u64()?);
+                // Logs written before bootstrap ids have none.
+                let group = if r.at_end() { 0 } else { r.u64()? };
+                Self::Genesis(Genesis { history, base_seqno, group })
+            }
             OP_MESSAGE => Self::Message { origin: MemberId(r.u64()?), request: r.u64()?, data: r.bytes()? },
             OP_REMERGE => Self::Remerge { view_id: r.u64()? },
             _ => return Err(DecodeError("unknown operation")),
@@ -115,6 +131,8 @@ pub struct AppliedState {
     pub membership: Membership,
     /// The history UUID from the genesis (zero before it is applied).
     pub history: [u8; 16],
+    /// The genesis' bootstrap id (zero before it is applied).
+    pub group: u64,
     pub seqno: Seqno,
     pub view: View,
     pub directory: BTreeMap<MemberId, DirectoryEntry>,
@@ -154,6 +172,7 @@ impl AppliedState {
                     // Numbering starts here; only before the first view, so it happens once.
                     if self.view.view_id == 0 {
                         self.history = genesis.history;
+                        self.group = genesis.group;
                         self.seqno = genesis.base_seqno;
                     } else {
                         log::warn!("ignoring a genesis committed after view {}", self.view.view_id);
@@ -205,6 +224,7 @@ impl AppliedState {
             entry.info.encode(w);
             w.bool(entry.wants_in);
         }
+        w.u64(self.group);
     }
 
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
@@ -223,7 +243,8 @@ impl AppliedState {
             let wants_in = r.bool()?;
             directory.insert(info.id, DirectoryEntry { info, wants_in });
         }
-        Ok(Self { position, membership, history, seqno, view, directory })
+        let group = if r.at_end() { 0 } else { r.u64()? };
+        Ok(Self { position, membership, history, group, seqno, view, directory })
     }
 }
 
@@ -269,12 +290,12 @@ mod tests {
         let mut s = AppliedState::default();
         let voters = Membership { voters: [MemberId(1)].into(), new_voters: Default::default() };
         s.apply(&entry(1, Payload::Membership(voters)));
-        let genesis = Genesis { history: [5; 16], base_seqno: 41 };
+        let genesis = Genesis { history: [5; 16], base_seqno: 41, group: 1 };
         assert_eq!(s.apply(&entry(2, Payload::Command(Op::Genesis(genesis).encode()))), None);
         assert_eq!((s.history, s.seqno), ([5; 16], 41));
         assert_eq!(s.apply(&entry(3, Payload::Command(Op::Join(info(1)).encode()))).unwrap().seqno, 42);
         // Only the first genesis counts: a later one would renumber what was delivered.
-        let late = Genesis { history: [6; 16], base_seqno: 7 };
+        let late = Genesis { history: [6; 16], base_seqno: 7, group: 1 };
         assert_eq!(s.apply(&entry(4, Payload::Command(Op::Genesis(late).encode()))), None);
         assert_eq!((s.history, s.seqno), ([5; 16], 42));
 

@@ -14,6 +14,35 @@ pub type Seqno = u64;
 pub struct Genesis {
     pub history: [u8; 16],
     pub base_seqno: Seqno,
+    /// This bootstrap's id ([`time_ordered_id`]: a later bootstrap has a greater one). Every
+    /// message carries its sender's, so that members of two bootstraps of one cluster never
+    /// mix (docs/design/group-bootstrap-id.md).
+    pub group: u64,
+}
+
+impl Genesis {
+    /// A new bootstrap of history `history` from a database at `base_seqno`.
+    pub fn new(history: [u8; 16], base_seqno: Seqno) -> Genesis {
+        Genesis { history, base_seqno, group: time_ordered_id() }
+    }
+}
+
+/// Non-zero and below 2^63: the creation time in milliseconds, then 20 random bits, so ids
+/// made one after another sort in the order they were made. std's hasher keys come from the
+/// OS's random source.
+pub fn time_ordered_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    loop {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        h.write_u128(now.as_nanos());
+        h.write_u32(std::process::id());
+        let millis = now.as_millis() as u64;
+        let id = ((millis << 20) | (h.finish() & 0xf_ffff)) & (u64::MAX >> 1);
+        if id != 0 {
+            return id;
+        }
+    }
 }
 
 /// Stable identity of a member (one per node, kept across restarts).

@@ -225,18 +225,7 @@ pub fn load_or_create_member_id(dir: &Path) -> io::Result<MemberId> {
 /// offsets) in the order they were made, as Galera's time-based node UUIDs are. std's
 /// hasher keys come from the OS's random source.
 fn new_member_id() -> MemberId {
-    use std::hash::{BuildHasher, Hasher};
-    loop {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        h.write_u128(now.as_nanos());
-        h.write_u32(std::process::id());
-        let millis = now.as_millis() as u64;
-        let id = ((millis << 20) | (h.finish() & 0xf_ffff)) & (u64::MAX >> 1);
-        if id != 0 {
-            return MemberId(id);
-        }
-    }
+    MemberId(crate::types::time_ordered_id())
 }
 
 fn decode_entry(bytes: &[u8]) -> Option<(Entry, usize)> {

@@ -86,7 +86,7 @@ fn three_nodes_over_tcp_order_writesets_and_messages_and_an_evicted_member_rejoi
     let _serial = one_at_a_time();
     let dir = temp_dir("three");
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let genesis = Genesis { history: [7; 16], base_seqno: 1000 };
+    let genesis = Genesis { history: [7; 16], base_seqno: 1000, group: 1 };
     let mut nodes: Vec<GroupNode> =
         (1..=3).map(|n| GroupNode::start(config(n, &ports, &dir, (n == 1).then_some(genesis), 0)).unwrap()).collect();
     wait_for_nodes(&nodes, "a view of three", || {
@@ -144,14 +144,14 @@ fn bootstrapping_over_an_old_cache_starts_a_new_cluster() {
     let _serial = one_at_a_time();
     let dir = temp_dir("rebootstrap");
     let ports = [free_port()];
-    let old = Genesis { history: [1; 16], base_seqno: 0 };
+    let old = Genesis { history: [1; 16], base_seqno: 0, group: 1 };
     let node = GroupNode::start(config(1, &ports, &dir, Some(old), 0)).unwrap();
     wait_for("primary", || node.status().primary);
     assert_eq!(node.submit(b"old history".to_vec()).unwrap(), 2);
     let id = node.status().id;
     drop(node);
 
-    let new = Genesis { history: [2; 16], base_seqno: 41 };
+    let new = Genesis { history: [2; 16], base_seqno: 41, group: 2 };
     let node = GroupNode::start(config(1, &ports, &dir, Some(new), 0)).unwrap();
     wait_for("primary", || node.status().primary);
     let status = node.status();
@@ -161,6 +161,30 @@ fn bootstrapping_over_an_old_cache_starts_a_new_cluster() {
     assert!(matches!(first.kind, DeliveredKind::View(_)) && first.seqno == 42, "{first:?}");
     assert_eq!(node.cached_range(1, 42).unwrap_err(), 42, "nothing of the old cache is served");
     drop(node);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two nodes of one cluster bootstrapped separately (an operator bootstrapped a second node
+/// while the first kept its group): they never mix. The member of the earlier bootstrap
+/// stops with an error naming the later one; the later one stays primary alone.
+#[test]
+fn members_of_two_bootstraps_of_one_cluster_do_not_mix_and_the_earlier_one_stops() {
+    let dir = temp_dir("two-bootstraps");
+    let ports = [free_port(), free_port()];
+    let earlier = Genesis { history: [3; 16], base_seqno: 10, group: 100 };
+    let first = GroupNode::start(config(1, &ports, &dir, Some(earlier), 10)).unwrap();
+    wait_for("first primary", || first.status().primary);
+    let later = Genesis { history: [3; 16], base_seqno: 8, group: 200 };
+    let second = GroupNode::start(config(2, &ports, &dir, Some(later), 8)).unwrap();
+    wait_for("the earlier member stops", || first.status().failed.is_some());
+    let why = first.status().failed.unwrap();
+    assert!(why.contains("later bootstrap of this cluster"), "{why}");
+    wait_for("second primary", || second.status().primary);
+    std::thread::sleep(Duration::from_millis(500));
+    let status = second.status();
+    assert!(status.primary && status.failed.is_none());
+    assert_eq!(status.view.members.len(), 1, "the second never took the first in");
+    drop((first, second));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -180,7 +204,7 @@ fn tls(node: &str, ca: &str) -> Option<Arc<Tls>> {
 fn members_with_certificates_of_the_cluster_ca_form_a_group_and_others_stay_out() {
     let dir = temp_dir("tls");
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let genesis = Genesis { history: [8; 16], base_seqno: 0 };
+    let genesis = Genesis { history: [8; 16], base_seqno: 0, group: 1 };
     let first = GroupNode::start_with_tls(config(1, &ports, &dir, Some(genesis), 0), tls("a-node1", "a")).unwrap();
     let second = GroupNode::start_with_tls(config(2, &ports, &dir, None, 0), tls("a-node2", "a")).unwrap();
     let outsider = GroupNode::start_with_tls(config(3, &ports, &dir, None, 0), tls("b-node1", "b")).unwrap();
@@ -204,7 +228,7 @@ fn a_writeset_at_the_limit_reaches_everyone_a_bigger_one_is_refused_and_the_orde
     use crate::config::WRITESET_LIMIT_BYTES;
     let dir = temp_dir("big");
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let genesis = Genesis { history: [8; 16], base_seqno: 0 };
+    let genesis = Genesis { history: [8; 16], base_seqno: 0, group: 1 };
     let nodes: Vec<GroupNode> = (1..=3)
         .map(|n| {
             let mut config = config(n, &ports, &dir, (n == 1).then_some(genesis), 0);
@@ -261,7 +285,7 @@ fn a_panic_in_the_member_fails_it_visibly_and_nothing_waits_for_it() {
     let _serial = one_at_a_time();
     let dir = temp_dir("panic");
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let genesis = Genesis { history: [9; 16], base_seqno: 0 };
+    let genesis = Genesis { history: [9; 16], base_seqno: 0, group: 1 };
     let mut nodes: Vec<GroupNode> = (1..=3)
         .map(|n| {
             let mut config = config(n, &ports, &dir, (n == 1).then_some(genesis), 0);

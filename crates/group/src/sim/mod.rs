@@ -177,7 +177,9 @@ impl Sim {
         history[..8].copy_from_slice(&draw.next_u64().to_le_bytes());
         history[8..].copy_from_slice(&seed.to_le_bytes());
         let base_seqno = if draw.chance(500_000) { 0 } else { draw.range(1, 1 << 40) };
-        let genesis = Genesis { history, base_seqno };
+        // Deterministic (no clock): one bootstrap per run.
+        let group = u64::from_le_bytes(history[..8].try_into().expect("8 bytes")) | 1;
+        let genesis = Genesis { history, base_seqno, group };
         let ids: Vec<MemberId> = (1..=members as u64).map(MemberId).collect();
         let nodes = ids
             .iter()

@@ -420,19 +420,25 @@ impl<W: Clone + PartialEq> Core<W> {
         Some((Status::Ok, meta))
     }
 
-    pub fn isolation_end(&mut self, conn_id: u64, failed_here: Option<&str>) -> Status {
+    /// `failed`: the statement failed here with this outcome (`vote::outcome_of` its error):
+    /// the members vote on its seqno, returned as `Err` for the caller to wait on
+    /// (`vote_result`).
+    pub fn isolation_end(&mut self, conn_id: u64, failed: Option<u64>) -> Result<Status, Seqno> {
         let Some(seqno) = self.isolation_by_conn.remove(&conn_id) else {
-            return Status::ConnFail;
+            return Ok(Status::ConnFail);
         };
-        if let Some(error) = failed_here {
-            log::warn!("isolated statement at seqno {seqno} failed on this node: {error}");
-        }
         self.finish_both(seqno);
         if self.isolation_by_conn.is_empty() {
             let running = Gtid::new(self.group(), SEQNO_UNDEFINED);
             self.save_state(running);
         }
-        Status::Ok
+        match failed {
+            Some(outcome) => {
+                self.vote_failed(seqno, outcome);
+                Err(seqno)
+            }
+            None => Ok(Status::Ok),
+        }
     }
 
     /// A writeset or barrier could not even be handed to the group (no connection any more).

@@ -81,7 +81,7 @@ impl<W: Clone + PartialEq> Core<W> {
     /// Committing `seqno` failed here with `outcome`: our vote goes out, and the applier
     /// waits for the result (`vote_result`).
     pub(super) fn vote_failed(&mut self, seqno: Seqno, outcome: u64) {
-        log::warn!("committing seqno {seqno} failed on this node: the members vote on it");
+        log::info!("committing seqno {seqno} failed on this node: the members vote on it");
         // Until the vote says otherwise this node's data may not be the group's, and the
         // server already committed what follows: a crash now must force a full transfer
         // (as during a DDL).
@@ -127,8 +127,10 @@ impl<W: Clone + PartialEq> Core<W> {
             return;
         }
         self.fail_inconsistent(&format!(
-            "this node's own transaction at seqno {seqno} failed to commit here but committed on the group (vote): \
-             its data differs from the group's; it needs a full state transfer"
+            "Inconsistency detected: Inconsistent by consensus on {}: this node's own statement or transaction \
+             failed here and committed on the group (vote); its data differs from the group's and it needs a full \
+             state transfer",
+            Gtid::new(self.group(), seqno)
         ));
     }
 
@@ -200,8 +202,9 @@ impl<W: Clone + PartialEq> Core<W> {
         // A member whose commit succeeded where the group's failed: its data differs too.
         if !waiting && ours.is_some_and(|o| o != outcome) {
             self.fail_inconsistent(&format!(
-                "seqno {seqno} committed on this node but failed on a majority of the members (vote): this node's \
-                 data differs from the group's; it needs a full state transfer"
+                "Inconsistency detected: Inconsistent by consensus on {}: committed on this node but failed on a \
+                 majority of the members (vote); its data differs from the group's and it needs a full state transfer",
+                Gtid::new(self.group(), seqno)
             ));
         }
     }

@@ -29,6 +29,13 @@ impl Provider {
         self.leave_after_failure();
         if self.with_core(|core| core.last_receiver_stays()) {
             // The server's shutdown waits for the final view: the last applier delivers it.
+            // A server still starting would wait for its first view forever: it gets the
+            // final one now, and aborts its start.
+            self.with_core(|core| {
+                if !core.phase().app_ready() {
+                    core.push_final_view();
+                }
+            });
             let view = self.wait_for(None, |core, me| core.final_view(generation, me)).expect("no deadline");
             if let Some(view) = view {
                 let _ = self.deliver_final_view(ctx, &view);

@@ -91,7 +91,7 @@ impl Provider {
             } else {
                 position.uuid
             };
-            Genesis { history: history.0, base_seqno: position.seqno.max(0) as u64 }
+            Genesis::new(history.0, position.seqno.max(0) as u64)
         });
         let generation = self.with_core(|core| {
             core.open(Opening {

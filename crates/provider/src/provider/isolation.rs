@@ -1,5 +1,6 @@
 //! Total order isolation (TOI): a DDL statement runs alone, at its place in the global order.
 use super::Provider;
+use crate::core::outcome_of;
 use crate::types::{Status, TrxMeta};
 
 impl Provider {
@@ -22,8 +23,17 @@ impl Provider {
         self.wait_for(None, |core, me| core.isolation_outcome(conn_id, local_id, me)).expect("no deadline")
     }
 
+    /// A non-empty `error`: the statement failed here; the members vote on it (as on a failed
+    /// commit), and a node whose failure the group did not share leaves.
     pub fn to_execute_end(&self, conn_id: u64, error: &[u8]) -> Status {
-        let error = (!error.is_empty()).then(|| String::from_utf8_lossy(error).trim_end_matches('\0').to_string());
-        self.with_core(|core| core.isolation_end(conn_id, error.as_deref()))
+        let failed = (!error.is_empty()).then(|| outcome_of(error));
+        match self.with_core(|core| core.isolation_end(conn_id, failed)) {
+            Ok(status) => status,
+            Err(seqno) => {
+                // The statement's own client got its error from the server already.
+                self.await_vote(seqno, error, false);
+                Status::Ok
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@ use super::Provider;
 use crate::application::{ApplyRequest, RecvCtx, WsHandle};
 use crate::certification::Key;
 use crate::core::{outcome_of, CertifyStart, VoteResult, REMOTE_HANDLE};
-use crate::types::{Seqno, Status, TrxMeta};
+use crate::types::{Gtid, Seqno, Status, TrxMeta};
 use std::time::{Duration, Instant};
 
 /// Bound on the wait for the members' vote on a seqno that failed here.
@@ -65,24 +65,39 @@ impl Provider {
         if failed.is_none() {
             return status;
         }
-        let why = String::from_utf8_lossy(error).trim_end_matches('\0').to_string();
+        let remote = handle.opaque & REMOTE_HANDLE != 0;
+        if self.await_vote(seqno, error, remote) {
+            Status::Ok
+        } else {
+            Status::NodeFail
+        }
+    }
+
+    /// Waits (bounded) for the members' vote on `seqno`, which failed here with `error`.
+    /// Returns whether this node goes on (the group failed alike); if not, it is inconsistent
+    /// and leaves (`remote`: an applier's writeset, which ends the node once applied).
+    pub(super) fn await_vote(&self, seqno: Seqno, error: &[u8], remote: bool) -> bool {
+        let why = String::from_utf8_lossy(error).trim_end_matches('\0').trim().to_string();
         let generation = self.lock_core().generation();
         let deadline = Instant::now() + VOTE_TIMEOUT;
         match self.wait_for(Some(deadline), |core, me| core.vote_result(generation, seqno, me)) {
             Some(VoteResult::Continue) => {
                 self.with_core(|core| core.vote_taken(seqno));
                 log::warn!("seqno {seqno} failed here as on a majority of the members ({why}): skipped everywhere");
-                Status::Ok
+                true
             }
             result => {
-                let remote = handle.opaque & REMOTE_HANDLE != 0;
+                if remote {
+                    log::error!(
+                        "Inconsistency detected: Inconsistent by consensus on {}: seqno {seqno} failed on this node \
+                         ({why}) but not on a majority of the members{}; this node leaves and, restarted, takes a \
+                         full state transfer",
+                        Gtid::new(self.last_committed_id().uuid, seqno),
+                        if result.is_none() { " (the vote did not end in time)" } else { "" }
+                    );
+                }
                 self.with_core(|core| core.vote_lost(seqno, remote));
-                log::error!(
-                    "seqno {seqno} failed on this node ({why}) but not on a majority of the members{}: this node \
-                     is inconsistent with the group and leaves; restarted, it takes a full state transfer",
-                    if result.is_none() { " (the vote did not end in time)" } else { "" }
-                );
-                Status::NodeFail
+                false
             }
         }
     }

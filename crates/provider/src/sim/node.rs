@@ -451,7 +451,8 @@ impl Node {
                         self.abort_lock_holders(seqno, None, &[]);
                         let history = self.core().group();
                         env.checks.committed(self.index, self.db.commit(history, seqno, Some(&[]), true))?;
-                        self.core().isolation_end(conn, None);
+                        // Without an error there is nothing to vote on.
+                        let _ = self.core().isolation_end(conn, None);
                         self.acked(env, seqno, hash_writes(&[], true))?;
                         Step::Continue(Client::Idle)
                     }

@@ -7,6 +7,7 @@ use std::sync::mpsc::channel;
 fn message(from: u64) -> Message {
     Message {
         from: MemberId(from),
+        group: 5,
         recv_queue: 3,
         leader_primary: false,
         queue_table: vec![],
