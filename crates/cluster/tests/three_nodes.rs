@@ -392,7 +392,8 @@ fn a_node_that_alone_fails_to_apply_is_voted_out_and_the_others_go_on() {
     println!("node3 voted out, nodes 1 and 2 a primary pair {:.1} s after the insert", started.elapsed().as_secs_f64());
     sql(&nodes[1], "INSERT INTO v.t VALUES (8, 'after')");
     let log = nodes[2].error_log_text().unwrap();
-    assert!(log.contains("is inconsistent with the group and leaves"), "node3 did not say why it left:\n{log}");
+    let why = "Inconsistency detected: Inconsistent by consensus on";
+    assert!(log.contains(why), "node3 did not say why it left:\n{log}");
     // It still shuts down cleanly (the server waits for a final view), and its saved state,
     // written at that close, forces a full transfer.
     let node3 = &mut test.cluster.nodes[2];

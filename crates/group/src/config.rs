@@ -48,6 +48,10 @@ pub struct GroupConfig {
     pub max_pending_submits: usize,
     /// Galera `gcache.size`: bytes of ordered entries the cache retains.
     pub gcache_bytes: u64,
+    /// Galera `pc.ignore_sb` / `pc.ignore_quorum`: a member that lost the primary component
+    /// makes the members it still hears from the whole group, without a quorum of the old
+    /// one (docs/design/group-forced-primary.md). Split brain is then possible by design.
+    pub ignore_split_brain: bool,
 }
 
 impl GroupConfig {
@@ -66,6 +70,7 @@ impl GroupConfig {
             recv_queue_limit: 16384,
             max_pending_submits: 8192,
             gcache_bytes: 128 << 20,
+            ignore_split_brain: false,
         }
     }
 

@@ -96,6 +96,13 @@ pub struct Member<S: LogStore> {
     cached_group: u64,
     /// Members of an earlier bootstrap of this cluster we already warned about.
     stale_peers: BTreeSet<MemberId>,
+    /// A restarted member's cache is of the group it finds (a peer of the same bootstrap
+    /// answered, or it is primary): until then its replay is not handed over, since a later
+    /// bootstrap would replace it.
+    confirmed: bool,
+    /// A member of a later bootstrap spoke to us before we were confirmed: our cache is to be
+    /// discarded and we join that cluster as a new member (the driver does it).
+    later_bootstrap: Option<MemberId>,
     next_join_ms: u64,
     /// A pre-vote under way: the term it asks for and who granted it.
     pre_vote: Option<(u64, BTreeSet<MemberId>)>,
@@ -110,6 +117,8 @@ pub struct Member<S: LogStore> {
     removed: bool,
     /// Primary at the last tick.
     was_primary: bool,
+    /// Since when this member, primary before, is not (`pc.ignore_sb`).
+    not_primary_since_ms: Option<u64>,
     /// Out of the primary component since having been in it (or since a restart).
     lost_primary: bool,
     /// Back in the primary component at this view: a new one is asked for until it comes.
@@ -162,6 +171,7 @@ impl<S: LogStore> Member<S> {
             member.recv_queue.push_back((boundary.position.index, gap));
         }
         member.cached_group = Self::cached_group(&member.store, &boundary);
+        member.confirmed = false;
         member.applied = boundary;
         member.replayed_through = member.store.last_index();
         member.lost_primary = true;
@@ -246,6 +256,8 @@ impl<S: LogStore> Member<S> {
             seeds: BTreeSet::new(),
             cached_group: 0,
             stale_peers: BTreeSet::new(),
+            confirmed: true,
+            later_bootstrap: None,
             next_join_ms: now_ms,
             pre_vote: None,
             proposed_ops: BTreeMap::new(),
@@ -254,6 +266,7 @@ impl<S: LogStore> Member<S> {
             leaving: false,
             removed: false,
             was_primary: false,
+            not_primary_since_ms: None,
             lost_primary: false,
             remerge_view: None,
             failed: None,
@@ -657,7 +670,32 @@ impl<S: LogStore> Member<S> {
 
     /// Deliveries wait for the application.
     pub fn has_deliveries(&self) -> bool {
-        !self.recv_queue.is_empty()
+        self.confirmed && !self.recv_queue.is_empty()
+    }
+
+    /// A member of a later bootstrap of the cluster spoke to us before our cache was
+    /// confirmed: the driver starts us over as a new member ([`Member::join`]) with an
+    /// emptied cache, these seeds, and what we knew of the members.
+    pub fn later_bootstrap(&self) -> Option<(MemberId, Vec<MemberId>)> {
+        let later = self.later_bootstrap?;
+        let mut seeds: BTreeSet<MemberId> = self.seeds.clone();
+        seeds.extend(self.applied.directory.keys().copied());
+        seeds.insert(later);
+        seeds.remove(&self.info.id);
+        Some((later, seeds.into_iter().collect()))
+    }
+
+    /// The member cannot go on (its driver could not do what it needed).
+    pub fn stop(&mut self, why: &str) {
+        self.failed = Some(why.to_string());
+    }
+
+    pub fn info(&self) -> &MemberInfo {
+        &self.info
+    }
+
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
     }
 
     pub fn pop_delivered(&mut self) -> Option<Delivered> {
@@ -667,6 +705,9 @@ impl<S: LogStore> Member<S> {
     /// The next delivery, and whether it replays this member's own log from before a restart
     /// (ordered before this incarnation took part: history to learn from, not to act on).
     pub fn pop_delivery(&mut self) -> Option<(Delivered, bool)> {
+        if !self.confirmed {
+            return None;
+        }
         let (index, d) = self.recv_queue.pop_front()?;
         if self.recv_queue.len() + 1 >= self.config.recv_queue_limit {
             // Room again: apply what waited for it on the next flush.
@@ -870,7 +911,93 @@ impl<S: LogStore> Member<S> {
         if self.remerge_view.is_some_and(|v| v != self.applied.view.view_id) {
             self.remerge_view = None;
         }
+        if primary {
+            self.confirmed = true;
+            self.not_primary_since_ms = None;
+        } else if self.was_primary {
+            self.not_primary_since_ms = Some(self.now_ms);
+        }
         self.was_primary = primary;
+        // Only a real partition: no quorum heard from within the suspect timeout (with one, an
+        // election makes a primary component the normal way).
+        let waited = self.not_primary_since_ms.is_some_and(|t| self.now_ms >= t + self.config.heartbeat_interval_ms);
+        if self.config.ignore_split_brain && waited && !self.leaving && !self.quorum_in_contact() {
+            self.not_primary_since_ms = None;
+            self.bootstrap_primary();
+        }
+    }
+
+    /// `pc.ignore_sb` / `pc.ignore_quorum` changed at runtime.
+    pub fn set_ignore_split_brain(&mut self, on: bool) {
+        self.config.ignore_split_brain = on;
+    }
+
+    /// Galera's `pc.bootstrap=1`: a non-primary member makes the members it hears from the
+    /// primary component ([`Member::force_primary`]); on a primary member nothing happens.
+    pub fn bootstrap_primary(&mut self) {
+        if let Err(e) = self.force_primary() {
+            self.failed = Some(format!("cannot make a primary component without a quorum: {e}"));
+        }
+    }
+
+    /// The members we still hear from (us included) become the whole group, without a quorum
+    /// of the old one: `pc.ignore_sb`, and `pc.bootstrap` on a non-primary component. What is
+    /// not applied yet is dropped (no quorum can commit it now), the rest stays, and the log
+    /// starts over from our applied state with the new membership, under a new term; a view
+    /// of the new membership is delivered. See docs/design/group-forced-primary.md.
+    fn force_primary(&mut self) -> io::Result<()> {
+        if self.is_primary() || !self.applied.view.contains(self.info.id) {
+            return Ok(());
+        }
+        let now = self.now_ms;
+        let voters = self.voters_in_contact();
+        // A Note: the operator asked for it (`pc.ignore_sb`, `pc.bootstrap`).
+        log::info!(
+            "{}: not primary and ignoring split brain: members {voters:?} continue as the primary component without \
+             a quorum of {:?}",
+            self.info.id,
+            self.raft.latest_membership().voters
+        );
+        let applied = self.applied.position.index;
+        if self.store.last_index() > applied {
+            self.store.append(applied, Vec::new())?;
+        }
+        for (id, entry) in self.applied.directory.iter_mut() {
+            if !voters.contains(id) {
+                entry.wants_in = false;
+            }
+        }
+        let membership = Membership { voters, new_voters: BTreeSet::new() };
+        self.applied.membership = membership.clone();
+        if let Some(view) = self.applied.refresh_view() {
+            self.deliver(applied, view);
+        }
+        let hard = crate::raft::HardState { term: self.raft.term() + 1, voted_for: Some(self.info.id) };
+        // The boundary takes the new term: a member that returns with the old log does not
+        // match it there, so it gets this state (and its numbering) by snapshot rather than
+        // appending our entries to its own numbering.
+        self.applied.position.term = hard.term;
+        self.store.purge(self.applied.clone())?;
+        self.checkpoints.clear();
+        self.store.save_hard_state(hard)?;
+        self.raft = Consensus::restart(self.info.id, hard, self.applied.position, &membership, Vec::new());
+        self.leader = None;
+        self.election_deadline_ms = now;
+        Ok(())
+    }
+
+    /// Voters heard from within the suspect timeout, and us.
+    fn voters_in_contact(&self) -> BTreeSet<MemberId> {
+        let now = self.now_ms;
+        let heard =
+            |id: &MemberId| self.last_heard_ms.get(id).is_some_and(|t| now <= t + self.config.suspect_timeout_ms);
+        let mut voters: BTreeSet<MemberId> = self.raft.latest_membership().all_voters().filter(heard).collect();
+        voters.insert(self.info.id);
+        voters
+    }
+
+    fn quorum_in_contact(&self) -> bool {
+        self.raft.latest_membership().has_quorum(&self.voters_in_contact())
     }
 
     fn is_known(&self, id: MemberId) -> bool {
@@ -962,7 +1089,14 @@ impl<S: LogStore> Member<S> {
     fn same_bootstrap(&mut self, from: MemberId, theirs: u64) -> bool {
         let ours = self.group();
         if theirs == 0 || ours == 0 || theirs == ours {
+            self.confirmed |= theirs != 0 && theirs == ours;
             return true;
+        }
+        if theirs > ours && !self.confirmed {
+            // Restarted into a cluster that was bootstrapped again meanwhile (Galera: a node
+            // rejoining after `--wsrep-new-cluster` elsewhere): our old log means nothing there.
+            self.later_bootstrap = Some(from);
+            return false;
         }
         if theirs > ours {
             self.failed = Some(format!(
@@ -974,7 +1108,8 @@ impl<S: LogStore> Member<S> {
             return false;
         }
         if self.stale_peers.insert(from) {
-            log::warn!(
+            // A Note: a member restarted from an older cache starts over when it hears this.
+            log::info!(
                 "{}: ignoring member {from}: it belongs to an earlier bootstrap of this cluster (bootstrap \
                  {theirs:x}, ours {ours:x})",
                 self.info.id
@@ -1125,7 +1260,9 @@ impl<S: LogStore> Member<S> {
             self.failed = Some(e.to_string());
             return;
         }
-        log::warn!("{}: the order up to seqno {} is not retained by {from}: skipping it", self.info.id, state.seqno);
+        // A Note: a member that was away longer than the leader's cache holds catches up so,
+        // and its application then takes a state transfer.
+        log::info!("{}: the order up to seqno {} is not retained by {from}: skipping it", self.info.id, state.seqno);
         // Our own writesets in the skipped range cannot be matched to seqnos any more.
         self.resend.clear();
         for (request, _) in std::mem::take(&mut self.pending) {

@@ -157,6 +157,9 @@ enum Event {
     ReadCache(Seqno, Seqno, Sender<Result<Vec<Delivered>, Seqno>>),
     Pause,
     Resume,
+    /// `pc.bootstrap=1`.
+    BootstrapPrimary,
+    IgnoreSplitBrain(bool),
 }
 
 /// The member and its queue of inputs, shared by every thread that has work for it.
@@ -378,8 +381,10 @@ impl GroupNode {
             });
         }
         let shared = Arc::new(Mutex::new(Shared { status: member.status(), queue_lengths: member.queue_lengths() }));
+        let cache = CacheSettings { dir: config.data_dir.clone(), fsync: config.fsync, segment_bytes };
         let driver = Driver {
             member,
+            cache,
             transport: transport.clone(),
             sink,
             sink_full: false,
@@ -509,6 +514,17 @@ impl GroupNode {
         self.input(Event::Leave);
     }
 
+    /// Galera's `pc.bootstrap=1`: if this member is not in a primary component, the members it
+    /// hears from become one, without a quorum of the old group.
+    pub fn bootstrap_primary(&self) {
+        self.input(Event::BootstrapPrimary);
+    }
+
+    /// `pc.ignore_sb` / `pc.ignore_quorum` set at runtime (`GroupConfig::ignore_split_brain`).
+    pub fn set_ignore_split_brain(&self, on: bool) {
+        self.input(Event::IgnoreSplitBrain(on));
+    }
+
     pub fn local_addr(&self) -> std::net::SocketAddr {
         self.transport.local_addr()
     }
@@ -543,8 +559,16 @@ impl Drop for GroupNode {
     }
 }
 
+/// Where the member's cache lives, to start over with an empty one.
+struct CacheSettings {
+    dir: std::path::PathBuf,
+    fsync: bool,
+    segment_bytes: u64,
+}
+
 struct Driver {
     member: Member<FileStore>,
+    cache: CacheSettings,
     transport: Arc<Transport>,
     sink: Box<dyn DeliverySink>,
     /// The sink refused more: deliveries wait in the member's receive queue.
@@ -569,6 +593,7 @@ impl Driver {
         for event in batch {
             self.handle(event);
         }
+        self.start_over_if_bootstrapped_again();
         self.member.flush();
         self.send_outbox();
         for (request, result) in self.member.take_completions() {
@@ -640,6 +665,8 @@ impl Driver {
             }
             Event::Pause => self.member.pause_senders(),
             Event::Resume => self.member.resume_senders(),
+            Event::BootstrapPrimary => self.member.bootstrap_primary(),
+            Event::IgnoreSplitBrain(on) => self.member.set_ignore_split_brain(on),
             #[cfg(test)]
             Event::Panic => panic!("injected by a test"),
         }
@@ -678,6 +705,31 @@ impl Driver {
             }
             (Err(e), Reply::Channel(reply)) => drop(reply.send(Err(e))),
             (Err(e), Reply::Tag(tag) | Reply::Barrier(tag)) => self.sink.submit_failed(tag, e, &mut self.outbox),
+        }
+    }
+
+    /// The cluster was bootstrapped again while this member was away: its cache (old log, old
+    /// votes and terms) is discarded and it joins as a new member; the application then gets
+    /// the new cluster's order from its start (a state transfer, or a refusal if its data is
+    /// ahead). See docs/design/group-bootstrap-id.md.
+    fn start_over_if_bootstrapped_again(&mut self) {
+        let Some((later, seeds)) = self.member.later_bootstrap() else { return };
+        let (info, config) = (self.member.info().clone(), self.member.config().clone());
+        log::info!(
+            "{}: member {later} belongs to a later bootstrap of this cluster: this member's cache is from an earlier \
+             one; it is discarded and the member joins that cluster as a new one",
+            info.id
+        );
+        let c = &self.cache;
+        let store = FileStore::wipe(&c.dir).and_then(|_| FileStore::open(&c.dir, c.fsync, c.segment_bytes));
+        match store {
+            Ok(store) => {
+                let seed = info.id.0 ^ self.now_ms();
+                let mut member = Member::join(info, config, store, &seeds, self.now_ms());
+                member.set_rng_seed(seed);
+                self.member = member;
+            }
+            Err(e) => self.member.stop(&format!("cannot empty the cache to join the cluster: {e}")),
         }
     }
 

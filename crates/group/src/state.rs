@@ -196,7 +196,7 @@ impl AppliedState {
     }
 
     /// The view is the committed (non-joint) voter set, for members whose info is known.
-    fn refresh_view(&mut self) -> Option<Delivered> {
+    pub(crate) fn refresh_view(&mut self) -> Option<Delivered> {
         if self.membership.is_joint() {
             return None;
         }

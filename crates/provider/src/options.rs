@@ -125,7 +125,6 @@ const SPECS: &[Spec] = &[
     hidden("gmcast.peer_addr", Kind::Text, ""),
     hidden("ist.keep_keys", Kind::Bool, "yes"),
     hidden("ist.recv_bind", Kind::Text, ""),
-    hidden("pc.bootstrap", Kind::Bool, "false"),
     hidden("socket.dynamic", Kind::Bool, "false"),
     hidden("socket.ssl", Kind::Bool, "no"),
     hidden("socket.ssl_ca", Kind::Text, ""),
@@ -135,6 +134,7 @@ const SPECS: &[Spec] = &[
     hidden("socket.ssl_key", Kind::Text, ""),
     hidden("socket.ssl_password_file", Kind::Text, ""),
     trigger("socket.ssl_reload", Kind::Bool),
+    trigger("pc.bootstrap", Kind::Bool),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]

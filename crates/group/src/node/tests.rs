@@ -188,6 +188,31 @@ fn members_of_two_bootstraps_of_one_cluster_do_not_mix_and_the_earlier_one_stops
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A member restarted from a cache of two voters (so not primary alone) finds the cluster
+/// bootstrapped again meanwhile: it discards its cache and joins the new cluster as a new
+/// member, which hands its application the new order from its start.
+#[test]
+fn a_member_restarted_into_a_cluster_bootstrapped_again_joins_it_as_a_new_member() {
+    let dir = temp_dir("bootstrapped-again");
+    let ports = [free_port(), free_port(), free_port()];
+    let earlier = Genesis { history: [4; 16], base_seqno: 0, group: 100 };
+    let first = GroupNode::start(config(1, &ports, &dir, Some(earlier), 0)).unwrap();
+    let second = GroupNode::start(config(2, &ports, &dir, None, 0)).unwrap();
+    wait_for("two members", || first.status().view.members.len() == 2 && second.status().primary);
+    drop((first, second));
+    let later = Genesis { history: [4; 16], base_seqno: 5, group: 200 };
+    let third = GroupNode::start(config(3, &ports, &dir, Some(later), 5)).unwrap();
+    wait_for("third primary", || third.status().primary);
+    let first = GroupNode::start(config(1, &ports, &dir, None, 2)).unwrap();
+    wait_for("the restarted member in the new cluster", || {
+        let s = first.status();
+        s.primary && s.view.members.len() == 2 && s.history == later.history
+    });
+    assert!(third.status().failed.is_none() && first.status().failed.is_none());
+    drop((first, third));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The transport's test certificates (`a-node1`, `a-node2` of CA `a`; `b-node1` of `b`).
 fn tls(node: &str, ca: &str) -> Option<Arc<Tls>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/transport/tls/testdata");

@@ -159,3 +159,28 @@ fn followers_of_three_apply_an_entry_of_their_leader_before_the_leader_learns_it
     sim.run_for(1_000).unwrap();
     assert_eq!(sim.status(leader).unwrap().last_seqno, before + 1);
 }
+
+/// `pc.ignore_sb` with two members: one crashes, and the other, alone without a quorum,
+/// makes itself the primary component after the suspect timeout and takes writesets; the
+/// crashed one restarts and joins again.
+#[test]
+fn with_ignore_sb_a_member_left_alone_by_a_crash_stays_primary_and_the_other_rejoins() {
+    let mut config = GroupConfig::new("sim");
+    config.ignore_split_brain = true;
+    let mut sim = Sim::new(9, 2, config.clone());
+    sim.run_for(10_000).unwrap();
+    assert!(sim.status(id(1)).unwrap().primary && sim.status(id(2)).unwrap().primary);
+    sim.crash(id(2), None);
+    sim.run_for(config.suspect_timeout_ms + 3_000).unwrap();
+    let alone = sim.status(id(1)).unwrap();
+    assert!(alone.primary && alone.view.members.len() == 1, "{alone:?}");
+    assert!(sim.submit(id(1), b"alone".to_vec()));
+    sim.run_for(1_000).unwrap();
+    sim.restart(id(2)).unwrap();
+    sim.run_for(10_000).unwrap();
+    for n in 1..=2 {
+        let s = sim.status(id(n)).unwrap();
+        assert!(s.primary && s.view.members.len() == 2, "{s:?}");
+    }
+    assert!(sim.submit(id(2), b"back".to_vec()));
+}

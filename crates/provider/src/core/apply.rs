@@ -363,10 +363,18 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     /// The server has seen the view at `seqno`: its seqno is finished, and this member
-    /// announces itself synced once the announcement comes back through the order.
-    pub fn view_applied(&mut self, seqno: Seqno) {
+    /// announces itself synced once the announcement comes back through the order. Returns
+    /// whether the server is to be told synced at once: a member that was synced when it lost
+    /// the primary component and kept its state all along (Galera's remerge: the server is
+    /// ready again with the view, not an announcement's round trip later).
+    pub fn view_applied(&mut self, seqno: Seqno) -> bool {
         self.finish_both(seqno);
         self.announce_synced();
+        let resync = std::mem::take(&mut self.synced_before_loss)
+            && self.phase == Phase::Joined
+            && self.committed.last_contiguous() == seqno
+            && self.ordering.index_from_group;
+        resync && self.become_synced()
     }
 
     /// Our announcement came back and everything before it is applied: returns whether the

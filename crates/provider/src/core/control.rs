@@ -76,6 +76,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.last_cut = None;
         self.ordering.last_checkpoint = None;
         self.ordering.restored = None;
+        self.synced_before_loss = false;
         self.save_state(Gtid::new(self.position.uuid, SEQNO_UNDEFINED));
         self.generation
     }

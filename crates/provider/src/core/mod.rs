@@ -315,6 +315,8 @@ pub struct Core<W> {
     failures: BTreeMap<Seqno, u64>,
     /// Recently decided votes: late votes on them change nothing.
     decided_votes: BTreeSet<Seqno>,
+    /// The node was synced when it lost the primary component (it is again with the next view).
+    synced_before_loss: bool,
     /// This node's data is not the group's (an apply failure the vote went against, a gap in
     /// the order): every later save of its position says so, until a full transfer.
     inconsistent: bool,
@@ -376,6 +378,7 @@ impl<W: Clone + PartialEq> Core<W> {
             failures: BTreeMap::new(),
             decided_votes: BTreeSet::new(),
             inconsistent: false,
+            synced_before_loss: false,
             receivers: 0,
             next_handle: 1,
             trxs: HashMap::new(),

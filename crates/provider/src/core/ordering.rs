@@ -632,6 +632,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let incoming = c.view.members.iter().find(|m| m.id == me).map_or(String::new(), |m| m.incoming_address.clone());
         if self.phase == Phase::Synced {
             self.set_phase(Phase::Joined);
+            self.synced_before_loss = true;
         }
         // A Note, as Galera logs its non-primary view: partitions are an operating condition.
         log::info!("lost the primary component: this node refuses writes until it rejoins one");

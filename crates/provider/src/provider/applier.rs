@@ -113,8 +113,12 @@ impl Provider {
             self.app.connected(&view).map_err(|e| self.callback_failed(e.0))?;
         }
         self.app.view(ctx, &view).map_err(|e| self.callback_failed(e.0))?;
-        // Synced once this announcement comes back through the order (and all before it applied).
-        self.with_core(|core| core.view_applied(seqno));
+        // Synced once this announcement comes back through the order (and all before it
+        // applied), or at once when the node only regained the primary component.
+        if self.with_core(|core| core.view_applied(seqno)) {
+            self.app.synced().map_err(|e| self.callback_failed(e.0))?;
+            log::info!("synced with group at {} (primary component regained)", self.last_committed_id());
+        }
         Ok(false)
     }
 
@@ -198,10 +202,8 @@ impl Provider {
         let result = self.app.apply(ctx, &request);
         // Keep the order moving even if the application did not leave commit order.
         if let Err(failed) = self.with_core(|core| core.remote_applied(seqno)) {
-            log::error!(
-                "writeset at seqno {failed} failed to apply on this node; its data may now differ from the \
-                 group's: leaving the cluster (a restart will do a full state transfer)"
-            );
+            // The vote on it said why, in one error line.
+            log::info!("leaving the cluster after the vote on seqno {failed}");
             return Err(Status::Fatal);
         }
         match result {

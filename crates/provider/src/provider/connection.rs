@@ -278,5 +278,12 @@ fn group_config(cluster_name: &str, options: &Options) -> GroupConfig {
     config.inactive_timeout_ms = ms("evs.inactive_timeout").max(config.suspect_timeout_ms);
     config.gcache_bytes = options.size("gcache.size").max(1 << 20);
     config.max_writeset_bytes = max_writeset_bytes(options) as u32;
+    config.ignore_split_brain = ignores_split_brain(options);
     config
+}
+
+/// `pc.ignore_sb` or `pc.ignore_quorum`: a member that lost the primary component makes one of
+/// the members it still hears from (docs/design/group-forced-primary.md).
+pub(super) fn ignores_split_brain(options: &Options) -> bool {
+    options.flag("pc.ignore_sb") || options.flag("pc.ignore_quorum")
 }

@@ -133,13 +133,26 @@ impl Provider {
     }
 
     pub fn options_set(&self, text: &str) -> Result<(), String> {
-        let settings = {
+        let (settings, ignore_split_brain) = {
             let mut options = lock(&self.options);
             options.apply(text).map_err(|e| e.to_string())?;
-            settings(&options)
+            (settings(&options), connection::ignores_split_brain(&options))
         };
         self.with_core(|core| core.configure(settings));
-        if crate::options::triggered(text).contains(&"socket.ssl_reload") {
+        if let Some(link) = self.link() {
+            link.node.set_ignore_split_brain(ignore_split_brain);
+        }
+        let triggered = crate::options::triggered(text);
+        if triggered.contains(&"pc.bootstrap") {
+            match self.link() {
+                Some(link) => {
+                    log::warn!("pc.bootstrap: making the members this node hears from a primary component");
+                    link.node.bootstrap_primary();
+                }
+                None => log::info!("pc.bootstrap: not connected; nothing to bootstrap"),
+            }
+        }
+        if triggered.contains(&"socket.ssl_reload") {
             match self.link().map(|link| link.node.reload_tls()) {
                 Some(Ok(true)) => {}
                 Some(Ok(false)) => log::info!("socket.ssl_reload: this node runs without TLS, nothing to reload"),

@@ -790,7 +790,8 @@ impl Node {
         Ok(match event {
             Event::View { view, .. } => {
                 if turn == Turn::Go {
-                    self.core().view_applied(view.state_id.seqno);
+                    // The server is told synced now or when the announcement comes back.
+                    let _synced_now = self.core().view_applied(view.state_id.seqno);
                 }
                 Applier::Idle
             }
