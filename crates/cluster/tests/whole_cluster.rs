@@ -167,3 +167,31 @@ fn every_node_killed_after_its_cache_was_purged_comes_back_from_its_certificatio
     }
     assert_same_data(nodes, "p");
 }
+
+/// Every node killed, then started one at a time in another order, as an operator or a
+/// supervisor might: the first one alone waits (no majority, not ready), the second makes a
+/// majority and both are Synced, the third joins; nothing acknowledged is lost.
+#[test]
+fn every_node_killed_then_started_one_at_a_time_comes_back_once_a_majority_is_up() {
+    let _serial = one_at_a_time();
+    let (mut test, load) = cluster_under_load("crash_order");
+    for node in &mut test.cluster.nodes {
+        node.kill().unwrap();
+    }
+    let positions: Vec<_> = test.cluster.nodes.iter().map(|n| n.restart_position().unwrap()).collect();
+    let nodes = &mut test.cluster.nodes;
+    nodes[2].launch(false, positions[2].as_ref()).unwrap();
+    thread::sleep(Duration::from_secs(5));
+    let alone = nodes[2].status().map(|s| s.get("wsrep_ready").map(str::to_string));
+    assert!(!matches!(alone, Ok(Some(ref ready)) if ready == "ON"), "node3 alone must not be ready: {alone:?}");
+    let majority_at = Instant::now();
+    nodes[0].launch(false, positions[0].as_ref()).unwrap();
+    nodes[2].wait_ready().unwrap();
+    nodes[0].wait_ready().unwrap();
+    println!("node3 and node1 ready {:.1} s after node1 started", majority_at.elapsed().as_secs_f64());
+    assert!(majority_at.elapsed() < BACK_WITHIN);
+    nodes[1].launch(false, positions[1].as_ref()).unwrap();
+    nodes[1].wait_ready().unwrap();
+    assert_all_synced(&test.cluster.nodes);
+    finish(load, &test.cluster.nodes);
+}
