@@ -55,6 +55,13 @@ fn assert_no_state_transfer(nodes: &[Node], logs_before: &[usize]) {
     }
 }
 
+/// `kill -9` of every node, one right after the other.
+fn kill_every_node(test: &mut TestCluster) {
+    for node in &mut test.cluster.nodes {
+        node.kill().unwrap();
+    }
+}
+
 /// Three nodes with bank transfers running on each, a few hundred already committed.
 fn cluster_under_load(name: &str) -> (TestCluster, Load) {
     let test = TestCluster::start(name, 3);
@@ -78,9 +85,7 @@ fn finish(load: Load, nodes: &[Node]) {
 fn every_node_killed_under_load_comes_back_by_itself_with_every_acknowledged_transfer() {
     let _serial = one_at_a_time();
     let (mut test, load) = cluster_under_load("crash_all");
-    for node in &mut test.cluster.nodes {
-        node.kill().unwrap();
-    }
+    kill_every_node(&mut test);
     let logs_before = log_lengths(&test.cluster.nodes);
     let restarted_at = Instant::now();
     test.cluster.start().unwrap();
@@ -145,9 +150,7 @@ fn every_node_killed_after_its_cache_was_purged_comes_back_from_its_certificatio
         sql(&nodes[id % 3], &format!("INSERT INTO p.t VALUES ({id}, REPEAT('x', 100000))"));
     }
     sql(&nodes[1], "UPDATE p.t SET filler = 'short' WHERE id < 10");
-    for node in &mut test.cluster.nodes {
-        node.kill().unwrap();
-    }
+    kill_every_node(&mut test);
     let logs_before = log_lengths(&test.cluster.nodes);
     test.cluster.start().unwrap();
     let nodes = &test.cluster.nodes;
@@ -175,9 +178,7 @@ fn every_node_killed_after_its_cache_was_purged_comes_back_from_its_certificatio
 fn every_node_killed_then_started_one_at_a_time_comes_back_once_a_majority_is_up() {
     let _serial = one_at_a_time();
     let (mut test, load) = cluster_under_load("crash_order");
-    for node in &mut test.cluster.nodes {
-        node.kill().unwrap();
-    }
+    kill_every_node(&mut test);
     let positions: Vec<_> = test.cluster.nodes.iter().map(|n| n.restart_position().unwrap()).collect();
     let nodes = &mut test.cluster.nodes;
     nodes[2].launch(false, positions[2].as_ref()).unwrap();
