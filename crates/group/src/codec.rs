@@ -111,6 +111,10 @@ impl<'a> Reader<'a> {
         }
         Ok(n)
     }
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.rest.len()
+    }
     /// Every byte was consumed (a field added later may be absent from older records).
     pub fn at_end(&self) -> bool {
         self.rest.is_empty()

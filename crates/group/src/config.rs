@@ -1,19 +1,22 @@
 //! Tunables of the group layer. Timeouts follow Galera's defaults where one exists.
 
-/// Largest writeset (or message) the group orders, whatever `max_writeset_bytes` says.
+/// Largest single entry (an unnumbered message, or a part of a writeset) the group orders.
 /// An entry travels whole, as one record, and the leader's heartbeats wait behind it in
 /// each follower's stream, so it must arrive well within the election timeout (1 s at
-/// least): 16 MiB reaches the two followers of a leader on 1 Gbit/s in about 0.3 s, and
-/// holds a driver thread for about 0.1 s on the 2-core test machine; 64 MiB would take
-/// over 1 s. Larger ones are refused at `submit` (`SubmitError::TooLarge`) until writesets
-/// are fragmented. See docs/design/group-writeset-size-limit.md.
-pub const WRITESET_LIMIT_BYTES: u32 = 16 << 20;
+/// least): 16 MiB reaches the two followers of a leader on 1 Gbit/s in about 0.3 s.
+/// Writesets above `GroupConfig::part_bytes` travel as parts of that size
+/// (docs/design/group-writeset-parts.md), so this bounds messages and parts only.
+pub const ENTRY_LIMIT_BYTES: u32 = 16 << 20;
 
-/// Largest record body a member sends or reads on the wire: one entry at the writeset
+/// Largest writeset the group orders, whatever `max_writeset_bytes` says: Galera's
+/// `repl.max_ws_size` maximum (2 GiB - 1).
+pub const WRITESET_LIMIT_BYTES: u32 = i32::MAX as u32;
+
+/// Largest record body a member sends or reads on the wire: one entry at the entry
 /// limit with its envelope, or a batch of entries (see `GroupConfig::batch_limit`). A
 /// constant, not derived from local settings: a reader must take whatever a peer with
 /// other settings may send.
-pub const RECORD_LIMIT_BYTES: u32 = WRITESET_LIMIT_BYTES + (1 << 20);
+pub const RECORD_LIMIT_BYTES: u32 = ENTRY_LIMIT_BYTES + (1 << 20);
 
 /// Configuration of one member; every member of a cluster should use the same values.
 #[derive(Debug, Clone)]
@@ -40,8 +43,11 @@ pub struct GroupConfig {
     /// [`WRITESET_LIMIT_BYTES`] the constant applies.
     pub max_writeset_bytes: u32,
     /// Payload bytes per replication message (at least one entry is always sent); above
-    /// half of [`WRITESET_LIMIT_BYTES`] that half applies.
+    /// half of [`ENTRY_LIMIT_BYTES`] that half applies.
     pub max_batch_bytes: usize,
+    /// A writeset larger than this is ordered as parts of this size, then a last entry that
+    /// takes its seqno; at most half of [`ENTRY_LIMIT_BYTES`].
+    pub part_bytes: usize,
     /// Deliveries waiting for the application; applying stops while it is full.
     pub recv_queue_limit: usize,
     /// Submissions waiting for their seqno.
@@ -65,8 +71,9 @@ impl GroupConfig {
             inactive_timeout_ms: 15000,
             join_retry_ms: 1000,
             submit_timeout_ms: 10000,
-            max_writeset_bytes: 16 << 20,
+            max_writeset_bytes: WRITESET_LIMIT_BYTES,
             max_batch_bytes: 1 << 20,
+            part_bytes: 1 << 20,
             recv_queue_limit: 16384,
             max_pending_submits: 8192,
             gcache_bytes: 128 << 20,
@@ -79,10 +86,20 @@ impl GroupConfig {
         self.max_writeset_bytes.min(WRITESET_LIMIT_BYTES) as usize
     }
 
+    /// Largest unnumbered message `send_message` accepts: it travels as one entry.
+    pub fn message_limit(&self) -> usize {
+        self.writeset_limit().min(ENTRY_LIMIT_BYTES as usize)
+    }
+
     /// Payload bytes of a message of several entries. Each command entry adds 5 bytes of
-    /// framing to an encoded operation of at least 9, so a batch of half the writeset
+    /// framing to an encoded operation of at least 9, so a batch of half the entry
     /// limit stays inside `RECORD_LIMIT_BYTES` however small its entries.
     pub fn batch_limit(&self) -> usize {
-        self.max_batch_bytes.min(WRITESET_LIMIT_BYTES as usize / 2)
+        self.max_batch_bytes.min(ENTRY_LIMIT_BYTES as usize / 2)
+    }
+
+    /// Bytes of each part of a writeset that travels in parts.
+    pub fn part_limit(&self) -> usize {
+        self.part_bytes.clamp(1, ENTRY_LIMIT_BYTES as usize / 2)
     }
 }

@@ -60,6 +60,7 @@ pub mod config;
 pub mod member;
 pub mod message;
 pub mod node;
+mod parts;
 pub mod raft;
 pub mod record;
 mod rng;

@@ -9,9 +9,10 @@
 use crate::cache::{Entry, LogStore, Payload};
 use crate::config::GroupConfig;
 use crate::message::{Body, Message};
+use crate::parts::{Assembly, Next, Upload};
 use crate::raft::{Action, Consensus, EntryKind, Membership, Position, RaftMessage, Role};
 use crate::rng::Rng;
-use crate::state::{AppliedState, Op};
+use crate::state::{Applied, AppliedState, Op};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError, View};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
@@ -79,8 +80,12 @@ pub struct Member<S: LogStore> {
     /// Read barriers whose point is known: request -> the log index that must be applied.
     reads: BTreeMap<u64, u64>,
     /// Forwarded requests not yet ordered, kept to forward again if the member we sent them
-    /// to was no longer leading: request number -> (data, unnumbered, attempts left).
-    resend: BTreeMap<u64, (Vec<u8>, bool, u8)>,
+    /// to was no longer leading: request number -> (what was sent, attempts left).
+    resend: BTreeMap<u64, (Body, u8)>,
+    /// Our writesets ordered in parts, in submission order; the first one is under way.
+    uploads: VecDeque<Upload>,
+    /// Parts of other members' writesets (and of our earlier lives) applied so far.
+    assembly: Assembly,
     completions: Vec<(u64, Result<Seqno, SubmitError>)>,
     paused: bool,
     /// Payloads for entries about to be appended, by (index, term).
@@ -246,6 +251,8 @@ impl<S: LogStore> Member<S> {
             next_request: 1,
             pending: BTreeMap::new(),
             resend: BTreeMap::new(),
+            uploads: VecDeque::new(),
+            assembly: Assembly::default(),
             reads: BTreeMap::new(),
             completions: Vec::new(),
             paused: false,
@@ -360,10 +367,28 @@ impl<S: LogStore> Member<S> {
             return Err(state.seqno + 1);
         }
         let mut out = Vec::new();
+        let mut assembly = Assembly::default();
         for index in state.position.index + 1..=self.applied.position.index {
             let Some(entry) = self.store.entry(index) else { break };
             let numbered = state.seqno;
-            let delivered = state.apply(&entry);
+            let delivered = match state.apply(&entry) {
+                Applied::Delivered(d) => Some(d),
+                Applied::Part { origin, upload, part, data, accepted, .. } => {
+                    if accepted {
+                        assembly.add(origin, upload, part == 0, data);
+                    }
+                    None
+                }
+                Applied::Assembled { mut delivered, bytes } => {
+                    let DeliveredKind::Writeset { origin, request } = delivered.kind else { unreachable!() };
+                    let tail = std::mem::take(&mut delivered.bytes);
+                    // Not held whole (a failed cache read): the caller falls back to a transfer.
+                    delivered.bytes = assembly.finish(origin, request, bytes, tail).ok_or(state.seqno)?;
+                    Some(delivered)
+                }
+                Applied::Refused { .. } | Applied::Nothing => None,
+            };
+            assembly.retain(&state.uploads);
             if delivered.is_none() && state.seqno > numbered && state.seqno >= from {
                 // Seqnos up to the genesis' base were never ordered by this cluster.
                 return Err(state.seqno + 1);
@@ -388,6 +413,9 @@ impl<S: LogStore> Member<S> {
         let mut deadline = self.election_deadline_ms.min(self.next_join_ms);
         if let Some(&d) = self.pending.values().min() {
             deadline = deadline.min(d);
+        }
+        if self.leader.is_some() && self.uploads.front().is_some_and(|u| u.has_room(self.config.part_limit())) {
+            deadline = self.now_ms;
         }
         deadline.max(self.now_ms)
     }
@@ -414,8 +442,9 @@ impl<S: LogStore> Member<S> {
             self.pending.remove(&request);
             self.resend.remove(&request);
             self.reads.remove(&request);
-            self.completions.push((request, Err(SubmitError::Unknown)));
+            self.complete(request, Err(SubmitError::Unknown));
         }
+        self.resend_lost_end();
         if self.raft.role() == Role::Leader {
             self.lead_membership();
         }
@@ -455,6 +484,12 @@ impl<S: LogStore> Member<S> {
             }
             Body::ForwardMessage { request, data } => {
                 self.order_forwarded(from, request, Op::Message { origin: from, request, data });
+            }
+            Body::ForwardPart { request, upload, part, data } => {
+                self.order_forwarded(from, request, Op::Part { origin: from, request, upload, part, data });
+            }
+            Body::ForwardEnd { request, parts, data } => {
+                self.order_forwarded(from, request, Op::Assembled { origin: from, request, parts, data });
             }
             Body::Remerge { view_id } => {
                 if self.applied.view.contains(from) {
@@ -548,14 +583,14 @@ impl<S: LogStore> Member<S> {
         if self.paused && !unnumbered {
             return Err(SubmitError::Paused);
         }
-        // Refused here, before it is ordered: an entry the group could not carry to every
-        // member would stay at the end of the leader's log and hold up all that follows.
-        if data.len() > self.config.writeset_limit() {
+        // Refused here, before it is ordered: what the group could not carry to every
+        // member would hold up all that follows.
+        let limit = if unnumbered { self.config.message_limit() } else { self.config.writeset_limit() };
+        if data.len() > limit {
             log::warn!(
-                "{}: refusing a writeset of {} bytes: the limit is {} bytes (repl.max_ws_size, at most {})",
+                "{}: refusing a writeset of {} bytes: the limit is {limit} bytes (repl.max_ws_size, at most {})",
                 self.info.id,
                 data.len(),
-                self.config.writeset_limit(),
                 crate::config::WRITESET_LIMIT_BYTES
             );
             return Err(SubmitError::TooLarge);
@@ -564,37 +599,142 @@ impl<S: LogStore> Member<S> {
             return Err(SubmitError::QueueFull);
         }
         let (origin, request) = (self.info.id, self.next_request);
-        if self.raft.role() == Role::Leader {
+        if !unnumbered && data.len() > self.config.part_limit() {
+            // Ordered in parts from the next flush on (`pump_uploads`).
+            self.uploads.push_back(Upload::new(request, data));
+        } else {
             let op =
                 if unnumbered { Op::Message { origin, request, data } } else { Op::Writeset { origin, request, data } };
-            if !self.propose(&op) {
-                return Err(SubmitError::NotPrimary);
-            }
-        } else {
-            let Some(leader) = self.leader else {
-                return Err(SubmitError::NotPrimary);
-            };
-            self.resend.insert(request, (data.clone(), unnumbered, FORWARD_ATTEMPTS));
-            self.send(leader, forward_body(request, data, unnumbered));
+            self.dispatch(request, op)?;
         }
         self.next_request += 1;
         self.pending.insert(request, self.now_ms + self.config.submit_timeout_ms);
         Ok(request)
     }
 
+    /// Proposes `op` if we lead, or forwards it to the leader (kept to forward again).
+    fn dispatch(&mut self, request: u64, op: Op) -> Result<(), SubmitError> {
+        if self.raft.role() == Role::Leader {
+            return if self.propose(&op) { Ok(()) } else { Err(SubmitError::NotPrimary) };
+        }
+        let Some(leader) = self.leader else {
+            return Err(SubmitError::NotPrimary);
+        };
+        let body = forward_body(op);
+        self.resend.insert(request, (body.clone(), FORWARD_ATTEMPTS));
+        self.send(leader, body);
+        Ok(())
+    }
+
     /// The member we forwarded `request` to did not order it (it no longer leads): send it to
     /// the leader we know now, a few times, before telling the submitter to retry.
     fn forward_again(&mut self, request: u64) {
-        let Some((data, unnumbered, attempts)) = self.resend.remove(&request) else { return };
+        let Some((body, attempts)) = self.resend.remove(&request) else { return };
         match self.leader.filter(|&l| l != self.info.id && attempts > 0) {
             Some(leader) if self.pending.contains_key(&request) => {
-                self.resend.insert(request, (data.clone(), unnumbered, attempts - 1));
-                self.send(leader, forward_body(request, data, unnumbered));
+                self.resend.insert(request, (body.clone(), attempts - 1));
+                self.send(leader, body);
             }
             _ => {
                 if self.pending.remove(&request).is_some() {
-                    self.completions.push((request, Err(SubmitError::Retry)));
+                    self.complete(request, Err(SubmitError::Retry));
                 }
+            }
+        }
+    }
+
+    /// A submission's outcome, unless it is a part or the end of one of our uploads: those
+    /// settle the upload (`upload_failed`).
+    fn complete(&mut self, request: u64, result: Result<Seqno, SubmitError>) {
+        match self.uploads.iter().position(|u| u.owns(request)) {
+            Some(at) => self.upload_failed(at, request),
+            None => self.completions.push((request, result)),
+        }
+    }
+
+    /// A part of an upload (or the upload itself) was not ordered in time, or refused. Before
+    /// its end went out the writeset cannot be ordered any more: it fails with `Retry`, and its
+    /// parts already ordered are ignored by everyone (the next upload replaces them). After, its
+    /// outcome is unknown: the submitter learns so, and the upload stays until the log settles
+    /// it (`settle_uploads`).
+    fn upload_failed(&mut self, at: usize, request: u64) {
+        if self.uploads[at].end_sent {
+            if request == self.uploads[at].request {
+                self.completions.push((request, Err(SubmitError::Unknown)));
+            }
+            return;
+        }
+        let upload = self.uploads.remove(at).expect("found");
+        for part in upload.in_flight() {
+            self.pending.remove(&part);
+            self.resend.remove(&part);
+        }
+        self.resend.remove(&upload.request);
+        // Answered unless its own deadline already did.
+        if self.pending.remove(&upload.request).is_some() || request == upload.request {
+            self.completions.push((upload.request, Err(SubmitError::Retry)));
+        }
+    }
+
+    /// Sends the next parts of the first upload, or its end; returns whether it proposed (a
+    /// leader's proposals need another flush round).
+    fn pump_uploads(&mut self) -> bool {
+        let mut proposed = false;
+        // Parts wait while there is no leader to take them (an election); the upload's
+        // deadline bounds the wait.
+        while self.is_primary() && self.leader.is_some() {
+            let part_request = self.next_request;
+            let part_bytes = self.config.part_limit();
+            let Some(upload) = self.uploads.front_mut() else { break };
+            let request = upload.request;
+            let Some(next) = upload.next(part_bytes, part_request) else { break };
+            let origin = self.info.id;
+            let (request, op) = match next {
+                Next::Part { part, data } => {
+                    self.next_request += 1;
+                    self.pending.insert(part_request, self.now_ms + self.config.submit_timeout_ms);
+                    (part_request, Op::Part { origin, request: part_request, upload: request, part, data })
+                }
+                Next::End { parts, data } => {
+                    upload.end_resend_ms = self.now_ms + self.config.submit_timeout_ms;
+                    (request, Op::Assembled { origin, request, parts, data })
+                }
+            };
+            match self.dispatch(request, op) {
+                Ok(()) => proposed |= self.raft.role() == Role::Leader,
+                Err(_) => self.upload_failed(0, request),
+            }
+        }
+        proposed
+    }
+
+    /// An end sent but not applied after a while was lost on the way (a forward the network
+    /// dropped): send it again. Ordering it twice is harmless, the second finds no open
+    /// upload and is refused everywhere.
+    fn resend_lost_end(&mut self) {
+        let now = self.now_ms;
+        let Some(upload) = self.uploads.front_mut().filter(|u| u.end_sent && u.end_resend_ms <= now) else {
+            return;
+        };
+        upload.end_resend_ms = now + self.config.submit_timeout_ms;
+        let (request, end) = (upload.request, upload.end());
+        if let Next::End { parts, data } = end {
+            let _ = self.dispatch(request, Op::Assembled { origin: self.info.id, request, parts, data });
+        }
+    }
+
+    /// The first upload's end went out: once the applied state no longer holds the upload
+    /// open and it was not delivered (dropped by a view, a snapshot or a forced primary), it
+    /// was not ordered.
+    fn settle_uploads(&mut self) {
+        let me = self.info.id;
+        let open = self.applied.uploads.get(&me).map(|u| u.upload);
+        if let Some(upload) = self.uploads.front().filter(|u| u.end_sent && open != Some(u.request)) {
+            let request = upload.request;
+            self.uploads.pop_front();
+            self.resend.remove(&request);
+            if self.pending.remove(&request).is_some() {
+                self.completions.push((request, Err(SubmitError::Retry)));
             }
         }
     }
@@ -733,11 +873,26 @@ impl<S: LogStore> Member<S> {
     // ---- internals ----------------------------------------------------------------
 
     fn flush_io(&mut self) -> io::Result<()> {
+        self.flush_rounds()?;
+        // Parts that what was just applied made room for go now, not at the next input; a few
+        // rounds at most, so an upload does not hold the driver (`next_deadline_ms` brings it
+        // back at once).
+        for _ in 0..4 {
+            if self.failed.is_some() || !self.pump_uploads() {
+                break;
+            }
+            self.flush_rounds()?;
+        }
+        Ok(())
+    }
+
+    fn flush_rounds(&mut self) -> io::Result<()> {
         if self.failed.is_some() {
             return Ok(());
         }
-        // Applying can propose (membership), which yields more actions: bounded rounds.
+        // Applying can propose (membership, parts), which yields more actions: bounded rounds.
         for _ in 0..4 {
+            self.pump_uploads();
             self.announce_commit();
             let actions = self.raft.drain();
             if actions.is_empty() {
@@ -969,6 +1124,10 @@ impl<S: LogStore> Member<S> {
         }
         let membership = Membership { voters, new_voters: BTreeSet::new() };
         self.applied.membership = membership.clone();
+        // Parts before the new boundary go: the uploads they began are dropped (their origins
+        // learn it in `settle_uploads` or when their next part is refused).
+        self.applied.uploads.clear();
+        self.assembly.clear();
         if let Some(view) = self.applied.refresh_view() {
             self.deliver(applied, view);
         }
@@ -1048,30 +1207,34 @@ impl<S: LogStore> Member<S> {
                 }
             }
         }
-        let mut payloads = Vec::new();
-        let mut bytes = 0usize;
+        // Cut into messages of at most `batch_limit` payload bytes, a big entry alone, all sent
+        // now: Raft counts every entry of its message as in flight.
         let entries = message.entries();
+        let mut end = entries.len();
+        let mut cuts: Vec<(usize, Vec<Vec<u8>>)> = vec![(0, Vec::new())];
+        let (mut bytes, mut total) = (0usize, 0usize);
         for (count, (position, kind)) in entries.iter().enumerate() {
             if *kind != EntryKind::Command {
                 continue;
             }
             let Some(Entry { payload: Payload::Command(data), .. }) = self.store.entry(position.index) else {
                 log::warn!("{}: entry {position:?} not retained", self.info.id);
-                message.truncate_entries(count);
+                end = count;
                 break;
             };
-            // A big entry goes alone, and what follows it goes in the next message.
             if bytes > 0 && bytes + data.len() > self.config.batch_limit() {
-                message.truncate_entries(count);
-                break;
+                cuts.push((count, Vec::new()));
+                bytes = 0;
             }
             bytes += data.len();
-            payloads.push(data);
+            total += data.len();
+            cuts.last_mut().expect("one at least").1.push(data);
         }
+        message.truncate_entries(end);
         let upto = message.entries().last().map(|(p, _)| p.index);
         let sent = self.sent_upto.entry(to).or_default();
         if let Some(upto) = upto {
-            let transfer_ms = bytes as u64 / TRANSFER_BYTES_PER_MS;
+            let transfer_ms = total as u64 / TRANSFER_BYTES_PER_MS;
             let big = if transfer_ms > self.config.heartbeat_interval_ms {
                 Some((upto, self.now_ms + transfer_ms))
             } else {
@@ -1080,7 +1243,13 @@ impl<S: LogStore> Member<S> {
             *sent = Sent { term, upto, at_ms: self.now_ms, commit, last_reply: sent.last_reply, big };
         }
         sent.commit = commit;
-        self.send(to, Body::Raft { message, payloads });
+        let starts: Vec<usize> = cuts.iter().map(|(start, _)| *start).chain([end]).collect();
+        for ((start, payloads), next) in cuts.into_iter().zip(&starts[1..]) {
+            let mut piece = message.clone();
+            piece.strip_entries_prefix(start);
+            piece.truncate_entries(next - start);
+            self.send(to, Body::Raft { message: piece, payloads });
+        }
     }
 
     /// Members of two bootstraps of one cluster never mix (docs/design/group-bootstrap-id.md):
@@ -1160,19 +1329,100 @@ impl<S: LogStore> Member<S> {
             let size = entry.size_bytes();
             let (index, numbered) = (entry.position.index, self.applied.seqno);
             match self.applied.apply(&entry) {
-                Some(delivered) => self.deliver(index, delivered),
+                Applied::Delivered(delivered) => {
+                    if matches!(delivered.kind, DeliveredKind::View(_)) {
+                        self.assembly.retain(&self.applied.uploads);
+                    }
+                    self.deliver(index, delivered);
+                }
+                Applied::Part { origin, request, upload, part, data, accepted } => {
+                    self.part_applied(origin, request, upload, part == 0, data, accepted);
+                }
+                Applied::Assembled { delivered, bytes } => match self.assembled(delivered, bytes) {
+                    Some(whole) => self.deliver(index, whole),
+                    None => break,
+                },
+                Applied::Refused { origin } => {
+                    self.assembly.retain(&self.applied.uploads);
+                    if origin == self.info.id {
+                        self.settle_uploads();
+                    }
+                }
                 // The genesis moved numbering to its base: what precedes was never ordered
                 // here, so an application below it needs a state transfer.
-                None if self.applied.seqno > numbered => {
+                Applied::Nothing if self.applied.seqno > numbered => {
                     let seqno = self.applied.seqno;
                     self.deliver(index, Delivered { seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() });
                 }
-                None => {}
+                Applied::Nothing => {}
             }
             self.checkpoint_bytes += size;
-            if self.checkpoint_bytes >= self.config.gcache_bytes / 8 {
+            // Only a state without open uploads is a purge boundary: a restart from it replays
+            // every part it needs.
+            if self.checkpoint_bytes >= self.config.gcache_bytes / 8 && self.applied.uploads.is_empty() {
                 self.checkpoint_bytes = 0;
                 self.checkpoints.push_back(self.applied.clone());
+            }
+        }
+        self.settle_uploads();
+    }
+
+    /// A part applied: ours moves our upload on (a part out of order ends it); another
+    /// member's is gathered.
+    fn part_applied(
+        &mut self,
+        origin: MemberId,
+        request: u64,
+        upload: u64,
+        first: bool,
+        data: Vec<u8>,
+        accepted: bool,
+    ) {
+        let ours = (origin == self.info.id).then(|| self.uploads.iter().position(|u| u.request == upload)).flatten();
+        let Some(at) = ours else {
+            if accepted {
+                self.assembly.add(origin, upload, first, data);
+            }
+            self.assembly.retain(&self.applied.uploads);
+            return;
+        };
+        self.pending.remove(&request);
+        self.resend.remove(&request);
+        if !self.uploads[at].part_applied(request) {
+            return;
+        }
+        if !accepted {
+            self.upload_failed(at, request);
+        } else if let Some(deadline) = self.pending.get_mut(&upload) {
+            // A big writeset takes as long as it takes while it moves.
+            *deadline = self.now_ms + self.config.submit_timeout_ms;
+        }
+    }
+
+    /// A writeset ordered in parts took its seqno: ours is delivered from our own copy,
+    /// another member's from its gathered parts.
+    fn assembled(&mut self, mut delivered: Delivered, bytes: u64) -> Option<Delivered> {
+        let DeliveredKind::Writeset { origin, request } = delivered.kind else { unreachable!("a writeset") };
+        if origin == self.info.id && self.uploads.front().is_some_and(|u| u.request == request && u.end_sent) {
+            let upload = self.uploads.pop_front().expect("checked");
+            self.resend.remove(&request);
+            delivered.bytes = upload.into_data();
+            return Some(delivered);
+        }
+        let tail = std::mem::take(&mut delivered.bytes);
+        match self.assembly.finish(origin, request, bytes, tail) {
+            Some(whole) => {
+                delivered.bytes = whole;
+                Some(delivered)
+            }
+            None => {
+                // Every member applies the same parts, so this is a bug, not a race: stop
+                // rather than deliver something else than the others.
+                let why =
+                    format!("the parts of writeset {request} of {origin} (seqno {}) are missing", delivered.seqno);
+                log::error!("{}: {why}", self.info.id);
+                self.failed = Some(why);
+                None
             }
         }
     }
@@ -1263,10 +1513,18 @@ impl<S: LogStore> Member<S> {
         // A Note: a member that was away longer than the leader's cache holds catches up so,
         // and its application then takes a state transfer.
         log::info!("{}: the order up to seqno {} is not retained by {from}: skipping it", self.info.id, state.seqno);
-        // Our own writesets in the skipped range cannot be matched to seqnos any more.
+        // Our own writesets in the skipped range cannot be matched to seqnos any more. An
+        // upload whose end had not gone out was not ordered; its parts are nobody's business.
         self.resend.clear();
+        let uploads = std::mem::take(&mut self.uploads);
+        self.assembly.clear();
+        let parts: BTreeSet<u64> = uploads.iter().flat_map(Upload::in_flight).collect();
         for (request, _) in std::mem::take(&mut self.pending) {
-            self.completions.push((request, Err(SubmitError::Unknown)));
+            let not_ordered = uploads.iter().any(|u| u.request == request && !u.end_sent);
+            let result = if not_ordered { SubmitError::Retry } else { SubmitError::Unknown };
+            if !parts.contains(&request) {
+                self.completions.push((request, Err(result)));
+            }
         }
         let (index, seqno) = (state.position.index, state.seqno);
         self.applied = state;
@@ -1436,11 +1694,16 @@ fn next_change(latest: &Membership, applied: &AppliedState) -> Option<Change> {
 /// How many times a forwarded request is sent again to a new leader.
 const FORWARD_ATTEMPTS: u8 = 3;
 
-fn forward_body(request: u64, data: Vec<u8>, unnumbered: bool) -> Body {
-    if unnumbered {
-        Body::ForwardMessage { request, data }
-    } else {
-        Body::Forward { request, data }
+/// What a follower sends the leader to have `op` ordered for it.
+fn forward_body(op: Op) -> Body {
+    match op {
+        Op::Writeset { request, data, .. } => Body::Forward { request, data },
+        Op::Message { request, data, .. } => Body::ForwardMessage { request, data },
+        Op::Part { request, upload, part, data, .. } => Body::ForwardPart { request, upload, part, data },
+        Op::Assembled { request, parts, data, .. } => Body::ForwardEnd { request, parts, data },
+        Op::Join(_) | Op::Leave(_) | Op::Genesis(_) | Op::Remerge { .. } => {
+            unreachable!("only submissions are forwarded")
+        }
     }
 }
 
@@ -1580,8 +1843,9 @@ mod tests {
         }
         // 16 MiB take 1.6 s at 10 MiB/s. Meanwhile heartbeats and replies without progress
         // go back and forth (replies to what was sent before it, as far as the leader can
-        // tell), and the entry, lost here, is not sent again.
-        let request = leader.submit(vec![7; 16 << 20]).unwrap();
+        // tell), and the entry, lost here, is not sent again. (A message is one entry; a
+        // writeset that big would go in parts.)
+        let request = leader.send_message(vec![7; 16 << 20]).unwrap();
         let mut sends = 0;
         for _ in 0..150 {
             sends += step(&mut leader, &mut follower, now, true);

@@ -37,6 +37,19 @@ pub enum Body {
         request: u64,
         data: Vec<u8>,
     },
+    /// A part of the sender's writeset `upload`, ordered under its own `request`.
+    ForwardPart {
+        request: u64,
+        upload: u64,
+        part: u32,
+        data: Vec<u8>,
+    },
+    /// The end of the sender's writeset `request`, ordered in `parts` parts before it.
+    ForwardEnd {
+        request: u64,
+        parts: u32,
+        data: Vec<u8>,
+    },
     /// The receiver is not a primary leader: the request was not ordered.
     ForwardRefused {
         request: u64,
@@ -93,6 +106,8 @@ const BODY_READ_INDEX: u8 = 12;
 const BODY_READ_INDEX_REPLY: u8 = 13;
 const BODY_PROBE: u8 = 14;
 const BODY_STALE: u8 = 15;
+const BODY_FORWARD_PART: u8 = 16;
+const BODY_FORWARD_END: u8 = 17;
 
 impl Message {
     /// The writeset bytes it carries, which is its size near enough to count it against
@@ -100,7 +115,10 @@ impl Message {
     pub fn payload_bytes(&self) -> usize {
         match &self.body {
             Body::Raft { payloads, .. } => payloads.iter().map(Vec::len).sum(),
-            Body::Forward { data, .. } | Body::ForwardMessage { data, .. } => data.len(),
+            Body::Forward { data, .. }
+            | Body::ForwardMessage { data, .. }
+            | Body::ForwardPart { data, .. }
+            | Body::ForwardEnd { data, .. } => data.len(),
             _ => 0,
         }
     }
@@ -130,6 +148,12 @@ impl Message {
             }
             Body::ForwardMessage { request, data } => {
                 w.u8(BODY_FORWARD_MESSAGE).u64(*request).bytes(data);
+            }
+            Body::ForwardPart { request, upload, part, data } => {
+                w.u8(BODY_FORWARD_PART).u64(*request).u64(*upload).u32(*part).bytes(data);
+            }
+            Body::ForwardEnd { request, parts, data } => {
+                w.u8(BODY_FORWARD_END).u64(*request).u32(*parts).bytes(data);
             }
             Body::ForwardRefused { request } => {
                 w.u8(BODY_FORWARD_REFUSED).u64(*request);
@@ -193,6 +217,10 @@ impl Message {
             }
             BODY_FORWARD => Body::Forward { request: r.u64()?, data: r.bytes()? },
             BODY_FORWARD_MESSAGE => Body::ForwardMessage { request: r.u64()?, data: r.bytes()? },
+            BODY_FORWARD_PART => {
+                Body::ForwardPart { request: r.u64()?, upload: r.u64()?, part: r.u32()?, data: r.bytes()? }
+            }
+            BODY_FORWARD_END => Body::ForwardEnd { request: r.u64()?, parts: r.u32()?, data: r.bytes()? },
             BODY_FORWARD_REFUSED => Body::ForwardRefused { request: r.u64()? },
             BODY_JOIN => Body::Join(MemberInfo::decode(&mut r)?),
             BODY_LEAVE => Body::Leave,

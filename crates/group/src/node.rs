@@ -38,6 +38,12 @@ const TICK_MAX: Duration = Duration::from_millis(50);
 /// How often the status is published and the sink's round runs (primary changes, commit
 /// cuts), at most.
 const PERIODIC_MS: u64 = 10;
+/// A delivery at least this big goes to the sink on a thread of its own: the application
+/// takes long over it (about 1 s to decode and certify 70 MB), and the member must go on
+/// heartbeating and replying meanwhile (docs/design/group-writeset-parts.md).
+const AWAY_BYTES: usize = 4 << 20;
+/// The ticker's sleep while the sink is away, to take it back soon after it returns.
+const TICK_AWAY: Duration = Duration::from_millis(5);
 
 /// How to start a node.
 #[derive(Debug, Clone)]
@@ -83,7 +89,9 @@ enum Reply {
 
 /// What the application does with the total order, on the driver's thread: it takes each
 /// delivery as it is made, with no thread hand-off in between. It must be quick and must not
-/// block; messages it wants ordered go to the [`Outbox`] it is given.
+/// block; messages it wants ordered go to the [`Outbox`] it is given. A delivery of at least
+/// `AWAY_BYTES` is the exception: it is made on a thread of its own while the member goes
+/// on, and what follows waits for it.
 pub trait DeliverySink: Send {
     /// One delivery, in order. Returns false when it has no room for more: the driver then
     /// holds what follows (its receive queue grows, which is what flow control sees) until
@@ -258,7 +266,8 @@ impl Engine {
         let Some(driver) = guard.as_ref() else { return TICK_MAX };
         let now = driver.now_ms();
         let wait = driver.member.next_deadline_ms().saturating_sub(now);
-        Duration::from_millis(wait.clamp(1, TICK_MAX.as_millis() as u64))
+        let longest = if driver.away.is_some() { TICK_AWAY } else { TICK_MAX };
+        Duration::from_millis(wait.clamp(1, longest.as_millis() as u64))
     }
 }
 
@@ -386,7 +395,10 @@ impl GroupNode {
             member,
             cache,
             transport: transport.clone(),
-            sink,
+            sink: Some(sink),
+            away: None,
+            deferred: Vec::new(),
+            engine: Arc::downgrade(&engine),
             sink_full: false,
             outbox: Outbox::default(),
             shared: shared.clone(),
@@ -566,11 +578,27 @@ struct CacheSettings {
     segment_bytes: u64,
 }
 
+/// A call for the sink made while it was away, made when it is back, in order.
+enum SinkCall {
+    SubmitFailed(u64, SubmitError),
+    BarrierReached(u64, Seqno),
+}
+
+/// The sink back from a big delivery: itself, what it asked to order, whether it has room;
+/// or the panic that struck it.
+type Returned = Result<(Box<dyn DeliverySink>, Outbox, bool), String>;
+
 struct Driver {
     member: Member<FileStore>,
     cache: CacheSettings,
     transport: Arc<Transport>,
-    sink: Box<dyn DeliverySink>,
+    /// `None` while a big delivery has it on another thread (`away`).
+    sink: Option<Box<dyn DeliverySink>>,
+    away: Option<Receiver<Returned>>,
+    /// Sink calls made while it was away.
+    deferred: Vec<SinkCall>,
+    /// To wake the ticker when the sink returns.
+    engine: Weak<Engine>,
     /// The sink refused more: deliveries wait in the member's receive queue.
     sink_full: bool,
     outbox: Outbox,
@@ -578,6 +606,15 @@ struct Driver {
     replies: BTreeMap<u64, Reply>,
     started: Instant,
     last_periodic_ms: u64,
+}
+
+impl SinkCall {
+    fn make(self, sink: &mut dyn DeliverySink, outbox: &mut Outbox) {
+        match self {
+            Self::SubmitFailed(tag, e) => sink.submit_failed(tag, e, outbox),
+            Self::BarrierReached(tag, seqno) => sink.barrier_reached(tag, seqno, outbox),
+        }
+    }
 }
 
 impl Driver {
@@ -589,6 +626,7 @@ impl Driver {
     /// deliveries.
     fn process(&mut self, batch: Vec<Event>) {
         let now = self.now_ms();
+        self.take_sink_back();
         self.member.tick(now);
         for event in batch {
             self.handle(event);
@@ -601,12 +639,12 @@ impl Driver {
                 Some(Reply::Channel(reply)) => drop(reply.send(result)),
                 Some(Reply::Tag(tag)) => {
                     if let Err(e) = result {
-                        self.sink.submit_failed(tag, e, &mut self.outbox);
+                        self.call_sink(SinkCall::SubmitFailed(tag, e));
                     }
                 }
                 Some(Reply::Barrier(tag)) => match result {
-                    Ok(seqno) => self.sink.barrier_reached(tag, seqno, &mut self.outbox),
-                    Err(e) => self.sink.submit_failed(tag, e, &mut self.outbox),
+                    Ok(seqno) => self.call_sink(SinkCall::BarrierReached(tag, seqno)),
+                    Err(e) => self.call_sink(SinkCall::SubmitFailed(tag, e)),
                 },
                 None => {}
             }
@@ -619,9 +657,11 @@ impl Driver {
             self.hand_over_deliveries(&status);
             if periodic {
                 self.last_periodic_ms = now;
-                let room = self.sink.round(&status, &mut self.outbox);
-                if self.sink_full {
-                    self.sink_full = !room;
+                if let Some(sink) = self.sink.as_mut() {
+                    let room = sink.round(&status, &mut self.outbox);
+                    if self.sink_full {
+                        self.sink_full = !room;
+                    }
                 }
                 self.publish(status);
             }
@@ -686,16 +726,77 @@ impl Driver {
             shared.status.clone()
         };
         self.shared.clear_poison();
+        // A sink away finishes its delivery first: it is told too.
+        if let Some(away) = self.away.take() {
+            if let Ok(Ok((sink, _, _))) = away.recv() {
+                self.sink = Some(sink);
+            }
+        }
+        let Some(mut sink) = self.sink.take() else { return };
+        for call in std::mem::take(&mut self.deferred) {
+            call.make(sink.as_mut(), &mut self.outbox);
+        }
         let waiting: Vec<Reply> = std::mem::take(&mut self.replies).into_values().collect();
         for reply in waiting {
             match reply {
                 Reply::Channel(reply) => drop(reply.send(Err(SubmitError::Failed))),
-                Reply::Tag(tag) | Reply::Barrier(tag) => {
-                    self.sink.submit_failed(tag, SubmitError::Failed, &mut self.outbox)
-                }
+                Reply::Tag(tag) | Reply::Barrier(tag) => sink.submit_failed(tag, SubmitError::Failed, &mut self.outbox),
             }
         }
-        self.sink.round(&status, &mut self.outbox);
+        sink.round(&status, &mut self.outbox);
+    }
+
+    /// To the sink now, or when it is back from a big delivery.
+    fn call_sink(&mut self, call: SinkCall) {
+        match self.sink.as_mut() {
+            Some(sink) => call.make(sink.as_mut(), &mut self.outbox),
+            None => self.deferred.push(call),
+        }
+    }
+
+    /// The sink back from a big delivery, if it is: what it asked to order and the calls
+    /// made meanwhile go through now.
+    fn take_sink_back(&mut self) {
+        let Some(away) = &self.away else { return };
+        let returned = match away.try_recv() {
+            Ok(returned) => returned,
+            Err(mpsc::TryRecvError::Empty) => return,
+            Err(mpsc::TryRecvError::Disconnected) => Err("the delivery thread ended".to_owned()),
+        };
+        self.away = None;
+        match returned {
+            Ok((mut sink, outbox, room)) => {
+                self.outbox.messages.extend(outbox.messages);
+                self.sink_full = !room;
+                for call in std::mem::take(&mut self.deferred) {
+                    call.make(sink.as_mut(), &mut self.outbox);
+                }
+                self.sink = Some(sink);
+            }
+            Err(why) => self.member.stop(&format!("the application failed on a delivery: {why}")),
+        }
+    }
+
+    /// Hands a big delivery to the sink on a thread of its own; deliveries wait behind it.
+    fn send_away(&mut self, mut sink: Box<dyn DeliverySink>, d: Delivered, replayed: bool, status: &Status) {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let (status, engine) = (status.clone(), self.engine.clone());
+        let thread = thread::Builder::new().name("lockstep-big-delivery".to_owned());
+        let spawned = thread.spawn(move || {
+            let mut outbox = Outbox::default();
+            let returned = crate::guarded(move || {
+                let room = sink.deliver(d, replayed, &status, &mut outbox);
+                (sink, outbox, room)
+            });
+            let _ = tx.send(returned);
+            if let Some(engine) = engine.upgrade() {
+                engine.wake_ticker();
+            }
+        });
+        match spawned {
+            Ok(_) => self.away = Some(rx),
+            Err(e) => self.member.stop(&format!("cannot start a thread for a big delivery: {e}")),
+        }
     }
 
     fn await_reply(&mut self, request: Result<u64, SubmitError>, reply: Reply) {
@@ -704,7 +805,7 @@ impl Driver {
                 self.replies.insert(request, reply);
             }
             (Err(e), Reply::Channel(reply)) => drop(reply.send(Err(e))),
-            (Err(e), Reply::Tag(tag) | Reply::Barrier(tag)) => self.sink.submit_failed(tag, e, &mut self.outbox),
+            (Err(e), Reply::Tag(tag) | Reply::Barrier(tag)) => self.call_sink(SinkCall::SubmitFailed(tag, e)),
         }
     }
 
@@ -740,7 +841,7 @@ impl Driver {
     }
 
     fn hand_over_deliveries(&mut self, status: &Status) {
-        while !self.sink_full {
+        while !self.sink_full && self.sink.is_some() {
             let Some((d, replayed)) = self.member.pop_delivery() else {
                 return;
             };
@@ -749,7 +850,13 @@ impl Driver {
                     self.transport.set_address(m.id, &m.address);
                 }
             }
-            self.sink_full = !self.sink.deliver(d, replayed, status, &mut self.outbox);
+            let mut sink = self.sink.take().expect("checked");
+            if d.bytes.len() >= AWAY_BYTES {
+                self.send_away(sink, d, replayed, status);
+                return;
+            }
+            self.sink_full = !sink.deliver(d, replayed, status, &mut self.outbox);
+            self.sink = Some(sink);
         }
     }
 

@@ -33,6 +33,23 @@ pub enum Op {
     Remerge {
         view_id: u64,
     },
+    /// Part number `part` of the writeset `upload` of `origin`, ordered under its own
+    /// `request`; it takes no seqno (docs/design/group-writeset-parts.md).
+    Part {
+        origin: MemberId,
+        request: u64,
+        upload: u64,
+        part: u32,
+        data: Vec<u8>,
+    },
+    /// The end of the writeset `request` of `origin`: its `parts` parts, then `data`. It
+    /// takes the writeset's seqno.
+    Assembled {
+        origin: MemberId,
+        request: u64,
+        parts: u32,
+        data: Vec<u8>,
+    },
 }
 
 const OP_WRITESET: u8 = 1;
@@ -41,12 +58,17 @@ const OP_LEAVE: u8 = 3;
 const OP_GENESIS: u8 = 4;
 const OP_MESSAGE: u8 = 5;
 const OP_REMERGE: u8 = 6;
+const OP_PART: u8 = 7;
+const OP_ASSEMBLED: u8 = 8;
 
 impl Op {
     pub fn encode(&self) -> Vec<u8> {
         // Sized for a writeset's data: a big one is not regrown and copied again.
         let data = match self {
-            Self::Writeset { data, .. } | Self::Message { data, .. } => data.len(),
+            Self::Writeset { data, .. }
+            | Self::Message { data, .. }
+            | Self::Part { data, .. }
+            | Self::Assembled { data, .. } => data.len(),
             _ => 0,
         };
         let mut w = Writer { bytes: Vec::with_capacity(data + 32) };
@@ -69,6 +91,12 @@ impl Op {
             }
             Self::Remerge { view_id } => {
                 w.u8(OP_REMERGE).u64(*view_id);
+            }
+            Self::Part { origin, request, upload, part, data } => {
+                w.u8(OP_PART).u64(origin.0).u64(*request).u64(*upload).u32(*part).bytes(data);
+            }
+            Self::Assembled { origin, request, parts, data } => {
+                w.u8(OP_ASSEMBLED).u64(origin.0).u64(*request).u32(*parts).bytes(data);
             }
         }
         w.bytes
@@ -110,6 +138,16 @@ impl Op {
             }
             OP_MESSAGE => Self::Message { origin: MemberId(r.u64()?), request: r.u64()?, data: r.bytes()? },
             OP_REMERGE => Self::Remerge { view_id: r.u64()? },
+            OP_PART => Self::Part {
+                origin: MemberId(r.u64()?),
+                request: r.u64()?,
+                upload: r.u64()?,
+                part: r.u32()?,
+                data: r.bytes()?,
+            },
+            OP_ASSEMBLED => {
+                Self::Assembled { origin: MemberId(r.u64()?), request: r.u64()?, parts: r.u32()?, data: r.bytes()? }
+            }
             _ => return Err(DecodeError("unknown operation")),
         };
         r.finish()?;
@@ -124,6 +162,43 @@ pub struct DirectoryEntry {
     pub wants_in: bool,
 }
 
+/// A writeset whose parts are being ordered: which one, and how far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenUpload {
+    pub upload: u64,
+    /// Parts ordered so far (the next one must have this number).
+    pub parts: u32,
+    pub bytes: u64,
+}
+
+/// What applying one entry yields.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Applied {
+    Nothing,
+    Delivered(Delivered),
+    /// A part of `origin`'s writeset `upload`; `accepted` unless it did not follow the parts
+    /// before it (one was lost on the way), which ends the upload.
+    Part {
+        origin: MemberId,
+        request: u64,
+        upload: u64,
+        part: u32,
+        data: Vec<u8>,
+        accepted: bool,
+    },
+    /// A writeset ordered in parts: `delivered.bytes` holds only its last piece, to follow
+    /// the `bytes` of parts before it.
+    Assembled {
+        delivered: Delivered,
+        bytes: u64,
+    },
+    /// The end of an upload whose parts did not all arrive: nothing is delivered, and the
+    /// origin learns that its writeset was not ordered.
+    Refused {
+        origin: MemberId,
+    },
+}
+
 /// Group state after applying the log up to `position`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AppliedState {
@@ -136,62 +211,101 @@ pub struct AppliedState {
     pub seqno: Seqno,
     pub view: View,
     pub directory: BTreeMap<MemberId, DirectoryEntry>,
+    /// Writesets being ordered in parts, by origin (one at a time per member). Not
+    /// persisted: the cache purges only up to states without any, so a restart replays
+    /// every part it needs (docs/design/group-writeset-parts.md).
+    pub uploads: BTreeMap<MemberId, OpenUpload>,
 }
 
 impl AppliedState {
-    /// Applies the next committed entry; returns what it delivers, if anything.
-    pub fn apply(&mut self, entry: &Entry) -> Option<Delivered> {
+    /// Applies the next committed entry; returns what it yields.
+    pub fn apply(&mut self, entry: &Entry) -> Applied {
         debug_assert_eq!(entry.position.index, self.position.index + 1);
         self.position = entry.position;
-        match &entry.payload {
-            Payload::LeaderChange => None,
+        let op = match &entry.payload {
+            Payload::LeaderChange => return Applied::Nothing,
             Payload::Membership(m) => {
                 self.membership = m.clone();
-                self.refresh_view()
+                return self.refresh_view().map_or(Applied::Nothing, Applied::Delivered);
             }
             Payload::Command(bytes) => match Op::decode(bytes) {
-                Ok(Op::Writeset { origin, request, data }) => {
-                    self.seqno += 1;
-                    Some(Delivered {
-                        seqno: self.seqno,
-                        kind: DeliveredKind::Writeset { origin, request },
-                        bytes: data,
-                    })
-                }
-                Ok(Op::Join(info)) => {
-                    self.directory.insert(info.id, DirectoryEntry { info, wants_in: true });
-                    self.refresh_view()
-                }
-                Ok(Op::Leave(id)) => {
-                    if let Some(entry) = self.directory.get_mut(&id) {
-                        entry.wants_in = false;
-                    }
-                    None
-                }
-                Ok(Op::Genesis(genesis)) => {
-                    // Numbering starts here; only before the first view, so it happens once.
-                    if self.view.view_id == 0 {
-                        self.history = genesis.history;
-                        self.group = genesis.group;
-                        self.seqno = genesis.base_seqno;
-                    } else {
-                        log::warn!("ignoring a genesis committed after view {}", self.view.view_id);
-                    }
-                    None
-                }
-                Ok(Op::Message { origin, request, data }) => {
-                    Some(Delivered { seqno: self.seqno, kind: DeliveredKind::Message { origin, request }, bytes: data })
-                }
-                Ok(Op::Remerge { view_id }) => {
-                    let current = view_id == self.view.view_id && !self.view.members.is_empty();
-                    current.then(|| self.new_view(self.view.members.clone()))
-                }
+                Ok(op) => op,
                 Err(e) => {
                     // Committed everywhere, so skipping it is skipped everywhere alike.
-                    log::warn!("skipping undecodable committed entry {entry:?}: {e}");
-                    None
+                    log::warn!("skipping undecodable committed entry at {:?}: {e}", entry.position);
+                    return Applied::Nothing;
                 }
             },
+        };
+        match op {
+            Op::Writeset { origin, request, data } => {
+                self.seqno += 1;
+                let kind = DeliveredKind::Writeset { origin, request };
+                Applied::Delivered(Delivered { seqno: self.seqno, kind, bytes: data })
+            }
+            Op::Part { origin, request, upload, part, data } => {
+                let open = self.uploads.get(&origin).filter(|u| u.upload == upload);
+                let accepted = part == 0 || open.is_some_and(|open| open.parts == part);
+                if accepted {
+                    let open = self.uploads.entry(origin).or_insert(OpenUpload { upload, parts: 0, bytes: 0 });
+                    if part == 0 {
+                        *open = OpenUpload { upload, parts: 0, bytes: 0 };
+                    }
+                    open.parts += 1;
+                    open.bytes += data.len() as u64;
+                } else if open.is_some() {
+                    self.uploads.remove(&origin);
+                }
+                Applied::Part { origin, request, upload, part, data, accepted }
+            }
+            Op::Assembled { origin, request, parts, data } => {
+                let open = self.uploads.get(&origin).copied().filter(|u| u.upload == request);
+                if open.is_some() {
+                    self.uploads.remove(&origin);
+                }
+                match open.filter(|u| u.parts == parts) {
+                    Some(open) => {
+                        self.seqno += 1;
+                        let kind = DeliveredKind::Writeset { origin, request };
+                        let delivered = Delivered { seqno: self.seqno, kind, bytes: data };
+                        Applied::Assembled { delivered, bytes: open.bytes }
+                    }
+                    None => Applied::Refused { origin },
+                }
+            }
+            Op::Join(info) => {
+                self.directory.insert(info.id, DirectoryEntry { info, wants_in: true });
+                self.refresh_view().map_or(Applied::Nothing, Applied::Delivered)
+            }
+            Op::Leave(id) => {
+                if let Some(entry) = self.directory.get_mut(&id) {
+                    entry.wants_in = false;
+                }
+                Applied::Nothing
+            }
+            Op::Genesis(genesis) => {
+                // Numbering starts here; only before the first view, so it happens once.
+                if self.view.view_id == 0 {
+                    self.history = genesis.history;
+                    self.group = genesis.group;
+                    self.seqno = genesis.base_seqno;
+                } else {
+                    log::warn!("ignoring a genesis committed after view {}", self.view.view_id);
+                }
+                Applied::Nothing
+            }
+            Op::Message { origin, request, data } => {
+                let kind = DeliveredKind::Message { origin, request };
+                Applied::Delivered(Delivered { seqno: self.seqno, kind, bytes: data })
+            }
+            Op::Remerge { view_id } => {
+                let current = view_id == self.view.view_id && !self.view.members.is_empty();
+                if current {
+                    Applied::Delivered(self.new_view(self.view.members.clone()))
+                } else {
+                    Applied::Nothing
+                }
+            }
         }
     }
 
@@ -209,12 +323,15 @@ impl AppliedState {
     }
 
     fn new_view(&mut self, members: Vec<MemberInfo>) -> Delivered {
+        // A member out of the view will not finish its upload; its parts are dropped.
+        self.uploads.retain(|origin, _| members.iter().any(|m| m.id == *origin));
         self.view = View { view_id: self.view.view_id + 1, members };
         self.seqno += 1;
         Delivered { seqno: self.seqno, kind: DeliveredKind::View(self.view.clone()), bytes: self.view.encode() }
     }
 
     pub fn encode(&self, w: &mut Writer) {
+        debug_assert!(self.uploads.is_empty(), "a state with open uploads is never persisted or sent");
         self.position.encode(w);
         self.membership.encode(w);
         w.fixed(&self.history).u64(self.seqno);
@@ -244,7 +361,7 @@ impl AppliedState {
             directory.insert(info.id, DirectoryEntry { info, wants_in });
         }
         let group = if r.at_end() { 0 } else { r.u64()? };
-        Ok(Self { position, membership, history, group, seqno, view, directory })
+        Ok(Self { position, membership, history, group, seqno, view, directory, uploads: BTreeMap::new() })
     }
 }
 
@@ -261,6 +378,14 @@ mod tests {
         }
     }
 
+    fn delivered(applied: Applied) -> Option<Delivered> {
+        match applied {
+            Applied::Delivered(d) => Some(d),
+            Applied::Nothing => None,
+            other => panic!("not a delivery: {other:?}"),
+        }
+    }
+
     fn entry(index: u64, payload: Payload) -> Entry {
         Entry { position: Position { term: 1, index }, payload }
     }
@@ -269,12 +394,12 @@ mod tests {
     fn seqnos_are_dense_over_writesets_and_views_only() {
         let mut s = AppliedState::default();
         let voters = Membership { voters: [MemberId(1)].into(), new_voters: Default::default() };
-        assert_eq!(s.apply(&entry(1, Payload::Membership(voters))), None);
-        assert_eq!(s.apply(&entry(2, Payload::LeaderChange)), None);
-        let view = s.apply(&entry(3, Payload::Command(Op::Join(info(1)).encode())));
+        assert_eq!(delivered(s.apply(&entry(1, Payload::Membership(voters)))), None);
+        assert_eq!(delivered(s.apply(&entry(2, Payload::LeaderChange))), None);
+        let view = delivered(s.apply(&entry(3, Payload::Command(Op::Join(info(1)).encode()))));
         assert_eq!(view.unwrap().seqno, 1);
         let ws = Op::Writeset { origin: MemberId(1), request: 7, data: b"w".to_vec() };
-        let d = s.apply(&entry(4, Payload::Command(ws.encode()))).unwrap();
+        let d = delivered(s.apply(&entry(4, Payload::Command(ws.encode())))).unwrap();
         assert_eq!((d.seqno, d.bytes), (2, b"w".to_vec()));
         assert_eq!(s.view.view_id, 1);
 
@@ -289,27 +414,27 @@ mod tests {
     fn genesis_sets_history_and_base_messages_share_a_seqno_and_a_remerge_makes_one_view() {
         let mut s = AppliedState::default();
         let voters = Membership { voters: [MemberId(1)].into(), new_voters: Default::default() };
-        s.apply(&entry(1, Payload::Membership(voters)));
+        delivered(s.apply(&entry(1, Payload::Membership(voters))));
         let genesis = Genesis { history: [5; 16], base_seqno: 41, group: 1 };
-        assert_eq!(s.apply(&entry(2, Payload::Command(Op::Genesis(genesis).encode()))), None);
+        assert_eq!(delivered(s.apply(&entry(2, Payload::Command(Op::Genesis(genesis).encode())))), None);
         assert_eq!((s.history, s.seqno), ([5; 16], 41));
-        assert_eq!(s.apply(&entry(3, Payload::Command(Op::Join(info(1)).encode()))).unwrap().seqno, 42);
+        assert_eq!(delivered(s.apply(&entry(3, Payload::Command(Op::Join(info(1)).encode())))).unwrap().seqno, 42);
         // Only the first genesis counts: a later one would renumber what was delivered.
         let late = Genesis { history: [6; 16], base_seqno: 7, group: 1 };
-        assert_eq!(s.apply(&entry(4, Payload::Command(Op::Genesis(late).encode()))), None);
+        assert_eq!(delivered(s.apply(&entry(4, Payload::Command(Op::Genesis(late).encode())))), None);
         assert_eq!((s.history, s.seqno), ([5; 16], 42));
 
         let message = Op::Message { origin: MemberId(1), request: 3, data: b"m".to_vec() };
-        let d = s.apply(&entry(5, Payload::Command(message.encode()))).unwrap();
+        let d = delivered(s.apply(&entry(5, Payload::Command(message.encode())))).unwrap();
         let kind = DeliveredKind::Message { origin: MemberId(1), request: 3 };
         assert_eq!(d, Delivered { seqno: 42, kind, bytes: b"m".to_vec() });
         assert_eq!(s.seqno, 42);
 
         // Two members asking at once after the same view make one new view, not two.
         let remerge = Op::Remerge { view_id: 1 }.encode();
-        let d = s.apply(&entry(6, Payload::Command(remerge.clone()))).unwrap();
+        let d = delivered(s.apply(&entry(6, Payload::Command(remerge.clone())))).unwrap();
         assert_eq!((d.seqno, s.view.view_id, s.view.members.len()), (43, 2, 1));
-        assert_eq!(s.apply(&entry(7, Payload::Command(remerge))), None);
+        assert_eq!(delivered(s.apply(&entry(7, Payload::Command(remerge)))), None);
 
         let mut w = Writer::default();
         s.encode(&mut w);
@@ -317,6 +442,55 @@ mod tests {
         assert_eq!(decoded, s);
         assert_eq!(decoded.history, [5; 16]);
         for op in [Op::Genesis(genesis), message, Op::Remerge { view_id: 9 }] {
+            assert_eq!(Op::decode(&op.encode()).unwrap(), op);
+        }
+    }
+
+    #[test]
+    fn a_writeset_in_parts_takes_one_seqno_at_its_end_and_only_if_every_part_came() {
+        let mut s = AppliedState::default();
+        let voters = Membership { voters: [MemberId(1), MemberId(2)].into(), new_voters: Default::default() };
+        s.apply(&entry(1, Payload::Membership(voters)));
+        s.apply(&entry(2, Payload::Command(Op::Join(info(1)).encode())));
+        assert_eq!(delivered(s.apply(&entry(3, Payload::Command(Op::Join(info(2)).encode())))).unwrap().seqno, 2);
+        let (a, b) = (MemberId(1), MemberId(2));
+        let part = |origin, request, upload, part, data: &[u8]| {
+            Payload::Command(Op::Part { origin, request, upload, part, data: data.to_vec() }.encode())
+        };
+        let end = |origin, request, parts, data: &[u8]| {
+            Payload::Command(Op::Assembled { origin, request, parts, data: data.to_vec() }.encode())
+        };
+        // a's upload 10 interleaves with b's writeset; parts take no seqno.
+        let applied = s.apply(&entry(4, part(a, 11, 10, 0, b"he")));
+        assert!(matches!(applied, Applied::Part { accepted: true, part: 0, .. }));
+        let ws = Op::Writeset { origin: b, request: 5, data: b"w".to_vec() };
+        assert_eq!(delivered(s.apply(&entry(5, Payload::Command(ws.encode())))).unwrap().seqno, 3);
+        assert!(matches!(s.apply(&entry(6, part(a, 12, 10, 1, b"ll"))), Applied::Part { accepted: true, .. }));
+        assert_eq!(s.uploads[&a], OpenUpload { upload: 10, parts: 2, bytes: 4 });
+        let Applied::Assembled { delivered: whole, bytes } = s.apply(&entry(7, end(a, 10, 2, b"o"))) else { panic!() };
+        assert_eq!((whole.seqno, whole.bytes, bytes), (4, b"o".to_vec(), 4));
+        assert!(s.uploads.is_empty());
+        // Again: refused, no seqno.
+        assert_eq!(s.apply(&entry(8, end(a, 10, 2, b"o"))), Applied::Refused { origin: a });
+
+        // A lost part ends the upload: the next part is refused, and so is its end.
+        s.apply(&entry(9, part(b, 21, 20, 0, b"x")));
+        assert!(matches!(s.apply(&entry(10, part(b, 23, 20, 2, b"z"))), Applied::Part { accepted: false, .. }));
+        assert!(!s.uploads.contains_key(&b));
+        assert_eq!(s.apply(&entry(11, end(b, 20, 3, b"!"))), Applied::Refused { origin: b });
+        // A first part replaces what an abandoned upload left; a view without its origin drops it.
+        s.apply(&entry(12, part(b, 31, 30, 0, b"x")));
+        s.apply(&entry(13, part(b, 33, 32, 0, b"y")));
+        assert_eq!(s.uploads[&b].upload, 32);
+        let without_b = Membership { voters: [MemberId(1)].into(), new_voters: Default::default() };
+        assert_eq!(delivered(s.apply(&entry(14, Payload::Membership(without_b)))).unwrap().seqno, 5);
+        assert!(s.uploads.is_empty());
+        assert_eq!(s.apply(&entry(15, end(b, 32, 1, b"!"))), Applied::Refused { origin: b });
+        assert_eq!(s.seqno, 5);
+        for op in [
+            Op::Part { origin: a, request: 1, upload: 2, part: 3, data: b"p".to_vec() },
+            Op::Assembled { origin: a, request: 2, parts: 4, data: b"e".to_vec() },
+        ] {
             assert_eq!(Op::decode(&op.encode()).unwrap(), op);
         }
     }

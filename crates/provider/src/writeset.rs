@@ -79,7 +79,9 @@ fn open<'a>(bytes: &'a [u8], expected: &[u8]) -> Result<(Reader<'a>, u8), Decode
 }
 
 impl Writeset {
-    pub fn encode(&self) -> Vec<u8> {
+    /// The bytes that travel. The data (last, nearly all of a big writeset) stays in its
+    /// buffer and the rest goes in front of it, so a big writeset is not held twice.
+    pub fn encode(self) -> Vec<u8> {
         let mut w = header(WRITESET);
         put_uuid(&mut w, &self.source.node);
         w.u64(self.source.trx_id).u64(self.source.conn_id).u64(self.local_id);
@@ -90,26 +92,37 @@ impl Writeset {
                 w.bytes(part);
             }
         }
-        w.bytes(&self.data);
-        w.bytes
+        w.u32(u32::try_from(self.data.len()).expect("bounded by repl.max_ws_size"));
+        let mut bytes = self.data;
+        bytes.splice(0..0, w.bytes);
+        bytes
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<Writeset, DecodeError> {
-        let (mut r, _) = open(bytes, &[WRITESET])?;
-        let source = SourceTrx { node: get_uuid(&mut r)?, trx_id: r.u64()?, conn_id: r.u64()? };
-        let local_id = r.u64()?;
-        let last_seen = r.u64()? as Seqno;
-        let flags = r.u32()?;
-        let count = r.len(2)?;
-        let mut keys = Vec::with_capacity(count);
-        for _ in 0..count {
-            let kind = KeyType::from_raw(u32::from(r.u8()?)).ok_or(DecodeError("unknown key type"))?;
-            let parts = (0..r.len(4)?).map(|_| r.bytes()).collect::<Result<Vec<_>, _>>()?;
-            keys.push(Key::new(parts, kind));
-        }
-        let data = r.bytes()?;
-        r.finish()?;
-        Ok(Writeset { source, local_id, last_seen, flags, keys, data })
+    /// Decodes a writeset from the bytes it takes: its data (the last field, nearly all of a
+    /// big writeset) stays in their buffer, moved to its front rather than copied to another,
+    /// so a big writeset is held once.
+    pub fn decode(mut bytes: Vec<u8>) -> Result<Writeset, DecodeError> {
+        let (source, local_id, last_seen, flags, keys, data_len) = {
+            let (mut r, _) = open(&bytes, &[WRITESET])?;
+            let source = SourceTrx { node: get_uuid(&mut r)?, trx_id: r.u64()?, conn_id: r.u64()? };
+            let local_id = r.u64()?;
+            let last_seen = r.u64()? as Seqno;
+            let flags = r.u32()?;
+            let count = r.len(2)?;
+            let mut keys = Vec::with_capacity(count);
+            for _ in 0..count {
+                let kind = KeyType::from_raw(u32::from(r.u8()?)).ok_or(DecodeError("unknown key type"))?;
+                let parts = (0..r.len(4)?).map(|_| r.bytes()).collect::<Result<Vec<_>, _>>()?;
+                keys.push(Key::new(parts, kind));
+            }
+            let data_len = r.u32()? as usize;
+            if r.remaining() != data_len {
+                return Err(DecodeError("writeset data length does not match the record"));
+            }
+            (source, local_id, last_seen, flags, keys, data_len)
+        };
+        bytes.drain(..bytes.len() - data_len);
+        Ok(Writeset { source, local_id, last_seen, flags, keys, data: bytes })
     }
 
     pub fn byte_len(&self) -> usize {
@@ -180,7 +193,7 @@ mod tests {
             keys: vec![Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update)],
             data: b"rows".to_vec(),
         };
-        assert_eq!(Writeset::decode(&ws.encode()).unwrap(), ws);
+        assert_eq!(Writeset::decode(ws.clone().encode()).unwrap(), ws);
         let controls = [
             Control::Barrier { id: 9 },
             Control::CommitCut { seqno: 42 },
@@ -212,9 +225,9 @@ mod tests {
         }
         .encode();
         for cut in 0..ws.len() {
-            assert!(Writeset::decode(&ws[..cut]).is_err());
+            assert!(Writeset::decode(ws[..cut].to_vec()).is_err());
         }
         assert!(Control::decode(&ws).is_err());
-        assert!(Writeset::decode(&Control::Synced.encode()).is_err());
+        assert!(Writeset::decode(Control::Synced.encode()).is_err());
     }
 }

@@ -1,6 +1,9 @@
 //! The writeset cache on disk: segment files of entry records, plus one file each for
 //! the Raft vote and the purge boundary. Entries are also kept in memory (like Galera's
-//! mapped gcache), so reads never touch the disk; the files make them survive restart.
+//! mapped gcache), so reads of them never touch the disk; the files make them survive
+//! restart. Big entries (the parts of a big writeset, docs/design/group-writeset-parts.md)
+//! are only in their file and read back when asked for: a second copy in memory would
+//! double what a big writeset costs every member.
 //!
 //! Every append is written to its file at once (a positioned write, no userspace
 //! buffer), so what the member appended is the OS's before anything that depends on it
@@ -17,9 +20,9 @@
 //! its top-level files, so a state transfer never carries a donor's cache or identity.
 //! See docs/design/group-cache-in-datadir.md.
 
-use super::{Entry, LogStore};
+use super::{Entry, LogStore, Payload};
 use crate::codec::{Reader, Writer};
-use crate::raft::HardState;
+use crate::raft::{HardState, Position};
 use crate::record::{self, RecordKind};
 use crate::state::AppliedState;
 use crate::types::MemberId;
@@ -40,6 +43,40 @@ const RECORD_LIMIT_BYTES: u32 = 1 << 30;
 // Every entry the group accepts reads back.
 const _: () = assert!(crate::config::RECORD_LIMIT_BYTES <= RECORD_LIMIT_BYTES);
 
+/// An entry's payload at least this big stays on disk only.
+const ON_DISK_BYTES: usize = 64 << 10;
+
+/// A retained entry: in memory, or a big one only in its segment file.
+enum Held {
+    Memory(Entry),
+    Disk { position: Position, size_bytes: u64, record_bytes: usize },
+}
+
+impl Held {
+    fn new(entry: Entry, record_bytes: usize) -> Self {
+        match &entry.payload {
+            Payload::Command(data) if data.len() >= ON_DISK_BYTES => {
+                Self::Disk { position: entry.position, size_bytes: entry.size_bytes(), record_bytes }
+            }
+            _ => Self::Memory(entry),
+        }
+    }
+
+    fn position(&self) -> Position {
+        match self {
+            Self::Memory(entry) => entry.position,
+            Self::Disk { position, .. } => *position,
+        }
+    }
+
+    fn size_bytes(&self) -> u64 {
+        match self {
+            Self::Memory(entry) => entry.size_bytes(),
+            Self::Disk { size_bytes, .. } => *size_bytes,
+        }
+    }
+}
+
 struct Segment {
     number: u64,
     file: File,
@@ -54,7 +91,7 @@ pub struct FileStore {
     segment_limit_bytes: u64,
     hard: HardState,
     boundary: AppliedState,
-    entries: VecDeque<Entry>,
+    entries: VecDeque<Held>,
     /// Segment number and byte offset of each retained entry.
     locations: VecDeque<(u64, u64)>,
     retained: u64,
@@ -124,7 +161,7 @@ impl FileStore {
                 let (entry, len) = entry;
                 let index = entry.position.index;
                 if index > self.boundary.position.index {
-                    let previous = self.entry(index - 1).map_or(self.boundary.position.term, |e| e.position.term);
+                    let previous = self.held(index - 1).map_or(self.boundary.position.term, |h| h.position().term);
                     // Terms never go down along a Raft log: a lower one is a leftover of a
                     // truncation that a power loss undid (possible only without fsync).
                     if index > self.last_index() + 1 || entry.position.term < previous {
@@ -136,13 +173,13 @@ impl FileStore {
                         self.truncate_memory(index - 1);
                     }
                     self.retained += entry.size_bytes();
-                    self.entries.push_back(entry);
+                    self.entries.push_back(Held::new(entry, len));
                     self.locations.push_back((number, offset as u64));
                 }
                 last_index = last_index.max(index);
                 offset += len;
             }
-            let file = OpenOptions::new().write(true).open(&path)?;
+            let file = OpenOptions::new().read(true).write(true).open(&path)?;
             file.set_len(offset as u64)?;
             self.segments.push_back(Segment { number, file, bytes: offset as u64, last_index });
         }
@@ -151,6 +188,23 @@ impl FileStore {
 
     fn segment_path(&self, number: u64) -> PathBuf {
         self.dir.join(format!("{CACHE_PREFIX}{number:012}{SEGMENT_SUFFIX}"))
+    }
+
+    fn held(&self, index: u64) -> Option<&Held> {
+        self.entries.get(index.checked_sub(self.boundary.position.index + 1)? as usize)
+    }
+
+    /// A big entry read back from its segment.
+    fn read_back(&self, index: u64, record_bytes: usize) -> io::Result<Entry> {
+        let (number, offset) = self.locations[(index - self.boundary.position.index - 1) as usize];
+        let segment =
+            self.segments.iter().find(|s| s.number == number).ok_or_else(|| io::Error::other("no segment"))?;
+        let mut record = vec![0; record_bytes];
+        std::os::unix::fs::FileExt::read_exact_at(&segment.file, &mut record, offset)?;
+        match decode_entry(&record) {
+            Some((entry, _)) if entry.position.index == index => Ok(entry),
+            _ => Err(io::Error::new(io::ErrorKind::InvalidData, "the record read back is not the entry")),
+        }
     }
 
     fn truncate_memory(&mut self, after: u64) {
@@ -171,7 +225,12 @@ impl FileStore {
                 }
             }
             let number = self.segments.back().map_or(1, |s| s.number + 1);
-            let file = OpenOptions::new().create(true).write(true).truncate(true).open(self.segment_path(number))?;
+            let file = OpenOptions::new()
+                .create(true)
+                .read(true)
+                .write(true)
+                .truncate(true)
+                .open(self.segment_path(number))?;
             if self.fsync {
                 File::open(&self.dir)?.sync_all()?;
             }
@@ -299,8 +358,16 @@ impl LogStore for FileStore {
     }
 
     fn entry(&self, index: u64) -> Option<Entry> {
-        let offset = index.checked_sub(self.boundary.position.index + 1)? as usize;
-        self.entries.get(offset).cloned()
+        match self.held(index)? {
+            Held::Memory(entry) => Some(entry.clone()),
+            Held::Disk { record_bytes, .. } => match self.read_back(index, *record_bytes) {
+                Ok(entry) => Some(entry),
+                Err(e) => {
+                    log::error!("cache {}: cannot read entry {index} back: {e}", self.dir.display());
+                    None
+                }
+            },
+        }
     }
 
     fn append(&mut self, after: u64, entries: Vec<Entry>) -> io::Result<()> {
@@ -345,7 +412,7 @@ impl LogStore for FileStore {
             segment.last_index = index;
             let number = segment.number;
             self.retained += entry.size_bytes();
-            self.entries.push_back(entry);
+            self.entries.push_back(Held::new(entry, rec.len()));
             self.locations.push_back((number, offset));
             self.dirty = true;
         }
@@ -370,7 +437,7 @@ impl LogStore for FileStore {
         // of a log whose first segments are gone would lose the whole log on restart.
         write_single(&self.dir, BOUNDARY_FILE, RecordKind::Snapshot, &w.bytes)?;
         let index = boundary.position.index;
-        while self.entries.front().is_some_and(|e| e.position.index <= index) {
+        while self.entries.front().is_some_and(|e| e.position().index <= index) {
             let e = self.entries.pop_front().expect("checked");
             self.retained -= e.size_bytes();
             self.locations.pop_front();
@@ -438,6 +505,35 @@ mod tests {
         assert_eq!(s.entry(30), Some(e(30, 1, 5000)));
         assert_eq!(s.entry(31), Some(e(31, 2, 5000)));
         assert_eq!(s.entry(20), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn big_entries_stay_on_disk_and_read_back_after_an_overwrite_a_purge_and_a_reopen() {
+        let dir = temp_dir("big");
+        let big = ON_DISK_BYTES;
+        let size = |s: &FileStore| (s.first_index()..=s.last_index()).map(|i| s.entry(i).unwrap().size_bytes()).sum();
+        {
+            let mut s = FileStore::open(&dir, false, 1 << 18).unwrap();
+            s.append(0, (1..=10).map(|i| e(i, 1, if i % 2 == 0 { big } else { 100 })).collect()).unwrap();
+            assert!(matches!(s.held(2), Some(Held::Disk { .. })));
+            assert!(matches!(s.held(3), Some(Held::Memory(_))));
+            assert_eq!(s.entry(4), Some(e(4, 1, big)));
+            // A new leader replaces the tail from 6; a purge drops the first segments.
+            s.append(5, (6..=12).map(|i| e(i, 2, big)).collect()).unwrap();
+            assert_eq!(s.entry(6), Some(e(6, 2, big)));
+            s.purge(AppliedState { position: Position { term: 1, index: 4 }, ..Default::default() }).unwrap();
+            assert_eq!(s.entry(5), Some(e(5, 1, 100)));
+            assert_eq!(s.entry(12), Some(e(12, 2, big)));
+            assert_eq!(s.retained_bytes(), size(&s));
+        }
+        let s = FileStore::open(&dir, false, 1 << 18).unwrap();
+        assert_eq!((s.first_index(), s.last_index()), (5, 12));
+        assert!(matches!(s.held(7), Some(Held::Disk { .. })));
+        for i in 6..=12 {
+            assert_eq!(s.entry(i), Some(e(i, 2, big)));
+        }
+        assert_eq!(s.retained_bytes(), size(&s));
         fs::remove_dir_all(&dir).unwrap();
     }
 

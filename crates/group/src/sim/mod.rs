@@ -52,6 +52,8 @@ pub struct Scenario {
     pub message_per_million: u32,
     /// Some runs use a tiny gcache so purges, catch-up by snapshot and gaps happen.
     pub gcache_bytes: u64,
+    /// Some runs order most writesets in parts of a few bytes.
+    pub part_bytes: usize,
 }
 
 impl Scenario {
@@ -73,6 +75,7 @@ impl Scenario {
             submit_per_million: rng.range(100_000, 400_000) as u32,
             message_per_million: rng.range(0, 100_000) as u32,
             gcache_bytes: if rng.chance(300_000) { rng.range(16 << 10, 256 << 10) } else { 128 << 20 },
+            part_bytes: if rng.chance(400_000) { rng.range(16, 256) as usize } else { 1 << 20 },
         }
     }
 }
@@ -833,6 +836,7 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
     let scenario = Scenario::from_seed(seed);
     let mut config = GroupConfig::new("sim");
     config.gcache_bytes = scenario.gcache_bytes;
+    config.part_bytes = scenario.part_bytes;
     let mut sim = Sim::new(seed, scenario.members, config);
     sim.set_trace(trace);
     sim.note(|| format!("scenario {scenario:?}"));
@@ -854,7 +858,8 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
         if sim.now_ms.is_multiple_of(200) {
             let id = MemberId(1 + k % sim.nodes.len() as u64);
             k += 1;
-            sim.submit(id, format!("probe-{seed}-{k}").into_bytes());
+            // Long enough to go in parts where the scenario cuts writesets small.
+            sim.submit(id, format!("probe-{seed}-{k}-{:>300}", "").into_bytes());
             sim.send_message(id, format!("probe-message-{seed}-{k}").into_bytes());
         }
         sim.step()?;

@@ -184,3 +184,43 @@ fn with_ignore_sb_a_member_left_alone_by_a_crash_stays_primary_and_the_other_rej
     }
     assert!(sim.submit(id(2), b"back".to_vec()));
 }
+
+#[test]
+fn writesets_in_parts_commit_among_small_ones_and_an_origin_crashing_mid_way_leaves_nothing_behind() {
+    let mut config = GroupConfig::new("sim");
+    config.part_bytes = 8;
+    let mut sim = Sim::new(9, 3, config);
+    sim.run_for(10_000).unwrap();
+    let seqno = |sim: &Sim, n| sim.status(id(n)).unwrap().last_seqno;
+    let before = seqno(&sim, 1);
+    // From a follower and from the leader, in 25 and 13 parts, with a small one between.
+    assert!(sim.submit(id(2), vec![b'p'; 200]));
+    assert!(sim.submit(id(1), b"small".to_vec()));
+    assert!(sim.submit(id(3), vec![b'q'; 100]));
+    sim.run_for(3_000).unwrap();
+    for n in 1..=3 {
+        assert_eq!(seqno(&sim, n), before + 3, "member {n}");
+    }
+
+    // Member 3 crashes 500 parts into its upload: the others go on, their view drops it.
+    assert!(sim.submit(id(3), vec![b'r'; 8_000]));
+    sim.run_for(100).unwrap();
+    sim.crash(id(3), None);
+    sim.run_for(20_000).unwrap();
+    assert_eq!(sim.status(id(1)).unwrap().view.members.len(), 2);
+    let before = seqno(&sim, 1);
+    assert!(sim.submit(id(2), vec![b's'; 300]));
+    sim.run_for(3_000).unwrap();
+    assert_eq!((seqno(&sim, 1), seqno(&sim, 2)), (before + 1, before + 1));
+
+    // Back, it replays the parts of its former life and uploads again.
+    sim.restart(id(3)).unwrap();
+    sim.run_for(20_000).unwrap();
+    assert_eq!(sim.status(id(1)).unwrap().view.members.len(), 3);
+    let before = seqno(&sim, 1);
+    assert!(sim.submit(id(3), vec![b't'; 300]));
+    sim.run_for(3_000).unwrap();
+    for n in 1..=3 {
+        assert_eq!(seqno(&sim, n), before + 1, "member {n}");
+    }
+}

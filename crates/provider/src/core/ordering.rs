@@ -60,7 +60,7 @@ impl Payload {
     pub fn decode(d: Delivered) -> (Seqno, Payload) {
         let seqno = d.seqno as Seqno;
         let payload = match d.kind {
-            DeliveredKind::Writeset { origin, .. } => match Writeset::decode(&d.bytes) {
+            DeliveredKind::Writeset { origin, .. } => match Writeset::decode(d.bytes) {
                 Ok(ws) => Payload::Writeset(Box::new(ws)),
                 Err(e) => Payload::Undecodable { origin, error: e.0.to_string(), numbered: true },
             },

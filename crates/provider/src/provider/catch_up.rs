@@ -104,7 +104,7 @@ impl Provider {
                     transferred.push(match item {
                         Item::Writeset { seqno, bytes, failed } => {
                             let writeset =
-                                Writeset::decode(&bytes).map_err(|e| format!("writeset at seqno {seqno}: {}", e.0))?;
+                                Writeset::decode(bytes).map_err(|e| format!("writeset at seqno {seqno}: {}", e.0))?;
                             Transferred::Writeset { seqno, writeset: Box::new(writeset), failed }
                         }
                         Item::Skipped { seqno } => Transferred::Skipped { seqno },

@@ -36,7 +36,6 @@ impl Provider {
     /// outcome reaches the core by delivery, or by the group's failure report.
     pub(super) fn submit(&self, writeset: crate::writeset::Writeset, local_id: u64) {
         let bytes = writeset.encode();
-        drop(writeset);
         match self.link() {
             Some(link) => link.node.submit_tagged(bytes, local_id),
             None => self.with_core(|core| core.submit_impossible(local_id)),

@@ -69,6 +69,7 @@ impl Sim {
     pub fn new(seed: u64, scenario: &Scenario, trace: bool) -> Self {
         let mut config = GroupConfig::new("sim");
         config.gcache_bytes = scenario.gcache_bytes;
+        config.part_bytes = scenario.part_bytes;
         let mut group = GroupSim::new(seed, scenario.members, config);
         group.set_external_application(true);
         group.set_trace(trace);

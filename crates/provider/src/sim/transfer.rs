@@ -139,7 +139,7 @@ fn decode(items: Vec<Item>) -> Result<Vec<Transferred>, String> {
     items
         .into_iter()
         .map(|item| match item {
-            Item::Writeset { seqno, bytes, failed } => Writeset::decode(&bytes)
+            Item::Writeset { seqno, bytes, failed } => Writeset::decode(bytes)
                 .map(|ws| Transferred::Writeset { seqno, writeset: Box::new(ws), failed })
                 .map_err(|e| format!("transferred writeset at {seqno}: {}", e.0)),
             Item::Skipped { seqno } => Ok(Transferred::Skipped { seqno }),

@@ -1,0 +1,195 @@
+//! Writesets ordered in parts (docs/design/group-writeset-parts.md): the origin's side
+//! ([`Upload`]: cut the writeset, keep a window of parts in flight, then send its end) and
+//! every member's side ([`Assembly`]: gather the parts of other members' writesets until
+//! their end takes a seqno).
+
+use crate::state::OpenUpload;
+use crate::types::MemberId;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Parts of one writeset ordered but not yet applied by its origin, at most: enough to keep
+/// the leader's link busy, few enough that small writesets interleave and memory stays at a
+/// few parts.
+pub const WINDOW_PARTS: usize = 8;
+
+/// One of this member's writesets ordered in parts.
+#[derive(Debug)]
+pub struct Upload {
+    /// The writeset's request number; its end is ordered under it.
+    pub request: u64,
+    /// The whole writeset: the origin delivers it from here, so it keeps one copy.
+    data: Vec<u8>,
+    /// Bytes handed out as parts.
+    sent: usize,
+    /// Parts handed out.
+    parts: u32,
+    /// Requests of parts handed out and not yet applied here.
+    in_flight: BTreeSet<u64>,
+    /// The end went out (under `request`): from then on only its outcome is awaited.
+    pub end_sent: bool,
+    /// When to send the end again if it has not been applied (a lost forward).
+    pub end_resend_ms: u64,
+}
+
+/// What an upload sends next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    Part { part: u32, data: Vec<u8> },
+    End { parts: u32, data: Vec<u8> },
+}
+
+impl Upload {
+    pub fn new(request: u64, data: Vec<u8>) -> Self {
+        Self { request, data, sent: 0, parts: 0, in_flight: BTreeSet::new(), end_sent: false, end_resend_ms: 0 }
+    }
+
+    /// The next part while the window has room, then (every part applied) the end: the last
+    /// `part_bytes` or fewer. `None` while the window is full or the parts are on their way.
+    pub fn next(&mut self, part_bytes: usize, part_request: u64) -> Option<Next> {
+        if self.end_sent {
+            return None;
+        }
+        let rest = self.data.len() - self.sent;
+        if rest > part_bytes {
+            if self.in_flight.len() >= WINDOW_PARTS {
+                return None;
+            }
+            let data = self.data[self.sent..self.sent + part_bytes].to_vec();
+            let part = self.parts;
+            self.sent += part_bytes;
+            self.parts += 1;
+            self.in_flight.insert(part_request);
+            return Some(Next::Part { part, data });
+        }
+        if !self.in_flight.is_empty() {
+            return None;
+        }
+        self.end_sent = true;
+        Some(Next::End { parts: self.parts, data: self.data[self.sent..].to_vec() })
+    }
+
+    /// Whether `next` has something to send.
+    pub fn has_room(&self, part_bytes: usize) -> bool {
+        let parts_left = self.data.len() - self.sent > part_bytes;
+        !self.end_sent && if parts_left { self.in_flight.len() < WINDOW_PARTS } else { self.in_flight.is_empty() }
+    }
+
+    /// The end again, to resend it as it was.
+    pub fn end(&self) -> Next {
+        Next::End { parts: self.parts, data: self.data[self.sent..].to_vec() }
+    }
+
+    /// A part of ours was applied; whether it was one of this upload's.
+    pub fn part_applied(&mut self, part_request: u64) -> bool {
+        self.in_flight.remove(&part_request)
+    }
+
+    pub fn owns(&self, request: u64) -> bool {
+        self.request == request || self.in_flight.contains(&request)
+    }
+
+    /// Part requests still on their way.
+    pub fn in_flight(&self) -> impl Iterator<Item = u64> + '_ {
+        self.in_flight.iter().copied()
+    }
+
+    pub fn into_data(self) -> Vec<u8> {
+        self.data
+    }
+}
+
+/// Parts of other members' writesets (and of this member's earlier lives), gathered in
+/// order until their end is applied. Mirrors the applied state's open uploads.
+#[derive(Debug, Default)]
+pub struct Assembly {
+    buffers: BTreeMap<MemberId, (u64, Vec<u8>)>,
+}
+
+impl Assembly {
+    /// An applied part: the first one starts a buffer, an accepted one extends it.
+    pub fn add(&mut self, origin: MemberId, upload: u64, part_is_first: bool, data: Vec<u8>) {
+        if part_is_first {
+            self.buffers.insert(origin, (upload, data));
+        } else if let Some((open, buffer)) = self.buffers.get_mut(&origin) {
+            if *open == upload {
+                buffer.extend_from_slice(&data);
+            }
+        }
+    }
+
+    /// The whole writeset `upload` of `origin`: its parts (`bytes` of them) then `tail`.
+    /// `None` if they are not all here, which a correct log never leaves.
+    pub fn finish(&mut self, origin: MemberId, upload: u64, bytes: u64, tail: Vec<u8>) -> Option<Vec<u8>> {
+        let (open, mut buffer) = self.buffers.remove(&origin)?;
+        if open != upload || buffer.len() as u64 != bytes {
+            return None;
+        }
+        buffer.reserve_exact(tail.len());
+        buffer.extend_from_slice(&tail);
+        Some(buffer)
+    }
+
+    /// Drops the buffers of uploads the applied state no longer holds open.
+    pub fn retain(&mut self, open: &BTreeMap<MemberId, OpenUpload>) {
+        self.buffers.retain(|origin, (upload, _)| open.get(origin).is_some_and(|u| u.upload == *upload));
+    }
+
+    pub fn clear(&mut self) {
+        self.buffers.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upload_keeps_its_window_and_sends_its_end_once_every_part_is_applied() {
+        let data: Vec<u8> = (0..10u8).collect();
+        let mut upload = Upload::new(100, data);
+        let mut requests = 200..;
+        let mut parts = Vec::new();
+        // Parts of 1 byte: a window's worth, then nothing until one is applied.
+        for _ in 0..WINDOW_PARTS {
+            let request = requests.next().unwrap();
+            let Some(Next::Part { part, data }) = upload.next(1, request) else { panic!("a part") };
+            parts.push((request, part, data));
+        }
+        assert_eq!(upload.next(1, 999), None);
+        assert_eq!(parts[3], (203, 3, vec![3]));
+        assert!(upload.owns(203) && upload.owns(100) && !upload.owns(999));
+        for (request, _, _) in &parts {
+            assert!(upload.part_applied(*request));
+        }
+        assert!(!upload.part_applied(200), "applied once");
+        let Some(Next::Part { part: 8, data }) = upload.next(1, 300) else { panic!("part 8") };
+        assert_eq!(data, vec![8]);
+        // The last byte is the end, but not before part 8 is applied.
+        assert_eq!(upload.next(1, 301), None);
+        upload.part_applied(300);
+        assert_eq!(upload.next(1, 302), Some(Next::End { parts: 9, data: vec![9] }));
+        assert!(upload.end_sent);
+        assert_eq!(upload.next(1, 303), None);
+        assert_eq!(upload.end(), Next::End { parts: 9, data: vec![9] });
+        assert_eq!(upload.into_data(), (0..10u8).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn assembly_follows_the_open_uploads() {
+        let (a, b) = (MemberId(1), MemberId(2));
+        let mut assembly = Assembly::default();
+        assembly.add(a, 7, true, b"he".to_vec());
+        assembly.add(a, 7, false, b"ll".to_vec());
+        assembly.add(a, 6, false, b"xx".to_vec());
+        assembly.add(b, 9, true, b"zz".to_vec());
+        assert_eq!(assembly.finish(a, 7, 4, b"o".to_vec()), Some(b"hello".to_vec()));
+        assert_eq!(assembly.finish(a, 7, 4, b"o".to_vec()), None, "taken");
+        // b's upload was dropped by the state (b left the view).
+        assembly.retain(&BTreeMap::new());
+        assert_eq!(assembly.finish(b, 9, 2, Vec::new()), None);
+        // A first part starts over: what an abandoned upload left goes.
+        assembly.add(a, 8, true, b"ab".to_vec());
+        assembly.add(a, 10, true, b"c".to_vec());
+        assert_eq!(assembly.finish(a, 10, 1, b"d".to_vec()), Some(b"cd".to_vec()));
+    }
+}
