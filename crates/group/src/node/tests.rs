@@ -347,3 +347,69 @@ fn a_panic_in_the_member_fails_it_visibly_and_nothing_waits_for_it() {
     drop(leader);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// What a sink was given: (seqno, bytes).
+type DeliveryLog = Arc<Mutex<Vec<(Seqno, usize)>>>;
+
+/// Takes 2 s over a big delivery, as the provider decoding and certifying a big writeset
+/// does, and records what it was given.
+struct SlowSink(DeliveryLog);
+
+impl DeliverySink for SlowSink {
+    fn deliver(&mut self, d: Delivered, _: bool, _: &Status, _: &mut Outbox) -> bool {
+        if d.bytes.len() >= AWAY_BYTES {
+            thread::sleep(Duration::from_secs(2));
+        }
+        self.0.lock().unwrap().push((d.seqno, d.bytes.len()));
+        true
+    }
+    fn submit_failed(&mut self, _: u64, _: SubmitError, _: &mut Outbox) {}
+    fn barrier_reached(&mut self, _: u64, _: Seqno, _: &mut Outbox) {}
+    fn round(&mut self, _: &Status, _: &mut Outbox) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_sink_slow_over_a_big_delivery_holds_up_neither_heartbeats_nor_ordering() {
+    let _serial = one_at_a_time();
+    let dir = temp_dir("slow-sink");
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let genesis = Genesis { history: [10; 16], base_seqno: 0, group: 1 };
+    let logs: Vec<DeliveryLog> = (0..3).map(|_| Arc::default()).collect();
+    let nodes: Vec<GroupNode> = (1..=3)
+        .map(|n| {
+            let config = config(n, &ports, &dir, (n == 1).then_some(genesis), 0);
+            GroupNode::start_with_sink(config, Box::new(SlowSink(logs[n - 1].clone()))).unwrap()
+        })
+        .collect();
+    let leads = |n: &GroupNode| n.status().leader == Some(n.status().id);
+    wait_for_nodes(&nodes, "a view of three and a leader", || {
+        nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3) && nodes.iter().any(leads)
+    });
+    let leader = nodes.iter().find(|n| leads(n)).unwrap();
+    let follower = nodes.iter().find(|n| !leads(n)).unwrap();
+    let term = leader.status().term;
+
+    // Every sink is then 2 s into the big delivery, twice the suspect timeout: the members
+    // go on heartbeating and ordering meanwhile.
+    let big = follower.submit(vec![5; AWAY_BYTES]).unwrap();
+    let small = leader.submit(b"small".to_vec()).unwrap();
+    assert!(small > big);
+    thread::sleep(Duration::from_millis(1_500));
+    for node in &nodes {
+        let status = node.status();
+        assert!(status.primary && status.term == term, "{status:?}");
+    }
+    // And every sink gets both, in order, once the big one is done.
+    wait_for_nodes(&nodes, "both deliveries everywhere", || {
+        logs.iter().all(|log| log.lock().unwrap().iter().any(|(s, _)| *s == small))
+    });
+    for log in &logs {
+        let log = log.lock().unwrap();
+        let big_at = log.iter().position(|&(s, len)| s == big && len == AWAY_BYTES).unwrap();
+        assert!(log.iter().position(|&(s, _)| s == small).unwrap() > big_at);
+    }
+    drop(nodes);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

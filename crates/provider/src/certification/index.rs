@@ -9,6 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 pub const CERT_MAX_LENGTH: Seqno = 16384;
 /// How far below `last_seen` a writeset's dependency floor may reach.
 pub const PA_RANGE_MAX: Seqno = 65535;
+/// Chains of purged writesets dropped from memory per call: a big writeset's million rows
+/// go over many calls, never in one long hold of the core's lock.
+const RECLAIM_CHAINS: usize = 16 << 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Reference {
@@ -47,6 +50,9 @@ pub struct CertificationIndex {
     entries: HashMap<Vec<u8>, KeyEntry>,
     /// Certified writesets still in the index, with the (chain, type) pairs they set.
     certified: BTreeMap<Seqno, Vec<(Vec<u8>, KeyType)>>,
+    /// Writesets at or below this are purged: their references count for nothing, whether
+    /// or not `reclaim` has dropped them from memory yet.
+    purged_upto: Seqno,
     last_pa_unsafe: Seqno,
     /// Start of this member's certification history: older `last_seen` cannot be judged.
     initial_position: Seqno,
@@ -76,6 +82,7 @@ impl CertificationIndex {
         CertificationIndex {
             entries: HashMap::new(),
             certified: BTreeMap::new(),
+            purged_upto: SEQNO_UNDEFINED,
             last_pa_unsafe: SEQNO_UNDEFINED,
             initial_position,
             optimistic_pa: true,
@@ -110,6 +117,7 @@ impl CertificationIndex {
         if w.seqno - w.last_seen > CERT_MAX_LENGTH || w.last_seen < self.initial_position {
             return Verdict::Fail;
         }
+        self.reclaim();
         let chains = Self::expand(w.keys);
         let mut depends_on = if w.pa_unsafe || w.isolation {
             w.seqno - 1
@@ -118,7 +126,7 @@ impl CertificationIndex {
         } else {
             (w.last_seen - PA_RANGE_MAX).max(SEQNO_UNDEFINED)
         };
-        let oldest_certified = self.certified.keys().next().map_or(w.seqno, |s| *s);
+        let oldest_certified = self.certified.range(self.purged_upto + 1..).next().map_or(w.seqno, |(s, _)| *s);
         depends_on = depends_on.max(oldest_certified - 1);
         if !self.optimistic_pa {
             depends_on = depends_on.max(w.last_seen);
@@ -126,7 +134,8 @@ impl CertificationIndex {
         for (chain, new_type) in &chains {
             let Some(entry) = self.entries.get(chain) else { continue };
             for earlier_type in KeyType::ALL {
-                let Some(earlier) = entry.latest[earlier_type as usize] else { continue };
+                let live = entry.latest[earlier_type as usize].filter(|r| r.seqno > self.purged_upto);
+                let Some(earlier) = live else { continue };
                 match relation(earlier_type, *new_type) {
                     Relation::None => {}
                     Relation::Dependency => depends_on = depends_on.max(earlier.seqno),
@@ -159,8 +168,9 @@ impl CertificationIndex {
     /// The index as bytes, for a joiner that continues certifying where a donor stands (the
     /// per-key references follow from the certified writesets, so only those travel).
     pub fn encode(&self, w: &mut Writer) {
-        w.u64(self.initial_position as u64).u64(self.last_pa_unsafe as u64).len(self.certified.len());
-        for (seqno, chains) in &self.certified {
+        let live = self.certified.range(self.purged_upto + 1..);
+        w.u64(self.initial_position as u64).u64(self.last_pa_unsafe as u64).len(live.clone().count());
+        for (seqno, chains) in live {
             // A writeset that is no longer the latest on any chain leaves no reference behind,
             // so its origin no longer matters.
             let (source, isolation) = self.origin_of(*seqno, chains).unwrap_or((Uuid::NIL, false));
@@ -212,14 +222,27 @@ impl CertificationIndex {
         Ok(index)
     }
 
-    /// Drops every writeset at or below `upto`: no member can still conflict with them.
+    /// Drops every writeset at or below `upto`: no member can still conflict with them. At
+    /// once for certification; from memory `RECLAIM_CHAINS` at a time (`reclaim`).
     pub fn purge_upto(&mut self, upto: Seqno) {
-        while let Some(entry) = self.certified.first_entry() {
-            if *entry.key() > upto {
+        self.purged_upto = self.purged_upto.max(upto);
+        self.reclaim();
+    }
+
+    /// Drops up to `RECLAIM_CHAINS` chains of purged writesets from memory. Invisible to
+    /// certification, so how far it got may differ between members.
+    pub fn reclaim(&mut self) {
+        let mut budget = RECLAIM_CHAINS;
+        while budget > 0 {
+            let Some(mut entry) = self.certified.first_entry() else { break };
+            let seqno = *entry.key();
+            if seqno > self.purged_upto {
                 break;
             }
-            let (seqno, chains) = entry.remove_entry();
-            for (chain, kind) in chains {
+            let chains = entry.get_mut();
+            let take = chains.len().min(budget);
+            budget -= take;
+            for (chain, kind) in chains.drain(chains.len() - take..) {
                 if let Some(e) = self.entries.get_mut(&chain) {
                     if e.latest[kind as usize].is_some_and(|r| r.seqno == seqno) {
                         e.latest[kind as usize] = None;
@@ -229,6 +252,11 @@ impl CertificationIndex {
                     }
                 }
             }
+            if chains.is_empty() {
+                entry.remove();
+            }
+            // An empty writeset (no keys) still counts a little, so the loop ends.
+            budget = budget.saturating_sub(1);
         }
     }
 }
@@ -354,5 +382,32 @@ mod tests {
         // With seqno 1 purged, an old last_seen no longer sees the conflict; purging is
         // only safe below what every member has committed, so such a writeset cannot exist.
         assert!(matches!(index.certify(&trx(2, 1, B, &k)), Verdict::Pass { .. }));
+    }
+
+    #[test]
+    fn a_purged_writeset_counts_for_nothing_at_once_and_leaves_memory_a_slice_at_a_time() {
+        let mut index = CertificationIndex::new(0);
+        let big: Vec<Key> =
+            (0..RECLAIM_CHAINS as u32 * 2).map(|i| Key::new(vec![i.to_be_bytes().to_vec()], KeyType::Update)).collect();
+        assert!(matches!(index.certify(&trx(1, 0, A, &big)), Verdict::Pass { .. }));
+        let mut eager = index.clone();
+        index.purge_upto(1);
+        assert!(index.size() > RECLAIM_CHAINS / 2, "not all at once: {}", index.size());
+        // Certification already sees it gone: a writeset of another member that had not seen
+        // seqno 1 passes (with nothing certified left, it waits for what precedes it).
+        let second = [Key::new(vec![5u32.to_be_bytes().to_vec()], KeyType::Update)];
+        assert_eq!(index.certify(&trx(2, 0, B, &second)), Verdict::Pass { depends_on: 1 });
+        // As an index purged in one go would say, and its encoding is the same.
+        while eager.certified.first_key_value().is_some_and(|(s, _)| *s <= 1) {
+            eager.purged_upto = 1;
+            eager.reclaim();
+        }
+        assert_eq!(eager.certify(&trx(2, 0, B, &second)), Verdict::Pass { depends_on: 1 });
+        assert_eq!(index.digest(), eager.digest());
+        for _ in 0..4 {
+            index.reclaim();
+        }
+        assert_eq!(index.size(), 1);
+        assert_eq!(index.certified.len(), 1);
     }
 }

@@ -24,6 +24,10 @@ const CUT_INTERVAL_MS: u64 = 1000;
 /// `CHECKPOINT_INTERVAL_MS`.
 const CHECKPOINT_STEP: Seqno = 4096;
 const CHECKPOINT_INTERVAL_MS: u64 = 10_000;
+/// Past this many key chains in the index (a big writeset's rows, until the commit cuts
+/// purge them) a checkpoint waits: copying the index under the core's lock would hold the
+/// lock and the group's thread for seconds (2.5 million rows did, and elected a new leader).
+const CHECKPOINT_INDEX_LIMIT: usize = 1 << 18;
 
 /// Where a delivery comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +178,8 @@ impl<W: Clone + PartialEq> Core<W> {
             self.effects.send.push((Control::CommitCut { seqno: cut }, 0));
         }
         self.cast_due_votes();
+        // Purged writesets leave memory a slice at a time, between deliveries as well.
+        self.certification.reclaim();
         if let Some(checkpoint) = self.checkpoint_due(now_ms) {
             self.effects.checkpoint = Some(Box::new(checkpoint));
         }
@@ -305,6 +311,9 @@ impl<W: Clone + PartialEq> Core<W> {
         if !self.ordering.index_from_group || !self.has_state() || self.restored_covers(at) {
             return None;
         }
+        if self.certification.size() > CHECKPOINT_INDEX_LIMIT {
+            return None;
+        }
         let due = match self.ordering.last_checkpoint {
             None => true,
             Some((last, at_ms)) => {
@@ -373,6 +382,7 @@ impl<W: Clone + PartialEq> Core<W> {
             // Certified before the checkpoint: its verdict is kept there.
             let failed = self.ordering.verdicts.failed_in(seqno, seqno).is_some_and(|f| !f.is_empty());
             self.ordering.delivered = seqno;
+            let ws = Writeset { keys: Vec::new(), ..ws };
             if !(self.has_state() && seqno <= self.committed.last_contiguous()) {
                 let event = Event::Apply { seqno, writeset: Box::new(ws), depends_on: seqno - 1, failed };
                 self.push_event(event);
@@ -404,6 +414,9 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.barrier = seqno;
         }
         let bytes = ws.byte_len() as i64;
+        // The index keeps what it needs of the keys, and applying needs none: a big
+        // writeset's keys (one per row) are not held while it waits and applies.
+        ws.keys = Vec::new();
         self.ordering.bytes_since_checkpoint += bytes as u64;
         let c = &mut self.counters;
         c.received += 1;
