@@ -12,7 +12,7 @@ use crate::message::{Body, Message};
 use crate::parts::{Assembly, Next, Upload};
 use crate::raft::{Action, Consensus, EntryKind, Membership, Position, RaftMessage, Role};
 use crate::rng::Rng;
-use crate::state::{Applied, AppliedState, Op};
+use crate::state::{Applied, AppliedState, Op, Part};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError, View};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
@@ -373,9 +373,9 @@ impl<S: LogStore> Member<S> {
             let numbered = state.seqno;
             let delivered = match state.apply(&entry) {
                 Applied::Delivered(d) => Some(d),
-                Applied::Part { origin, upload, part, data, accepted, .. } => {
+                Applied::Part { part, accepted } => {
                     if accepted {
-                        assembly.add(origin, upload, part == 0, data);
+                        assembly.add(part.origin, part.upload, part.part == 0, part.data);
                     }
                     None
                 }
@@ -486,7 +486,7 @@ impl<S: LogStore> Member<S> {
                 self.order_forwarded(from, request, Op::Message { origin: from, request, data });
             }
             Body::ForwardPart { request, upload, part, data } => {
-                self.order_forwarded(from, request, Op::Part { origin: from, request, upload, part, data });
+                self.order_forwarded(from, request, Op::Part(Part { origin: from, request, upload, part, data }));
             }
             Body::ForwardEnd { request, parts, data } => {
                 self.order_forwarded(from, request, Op::Assembled { origin: from, request, parts, data });
@@ -693,7 +693,7 @@ impl<S: LogStore> Member<S> {
                 Next::Part { part, data } => {
                     self.next_request += 1;
                     self.pending.insert(part_request, self.now_ms + self.config.submit_timeout_ms);
-                    (part_request, Op::Part { origin, request: part_request, upload: request, part, data })
+                    (part_request, Op::Part(Part { origin, request: part_request, upload: request, part, data }))
                 }
                 Next::End { parts, data } => {
                     upload.end_resend_ms = self.now_ms + self.config.submit_timeout_ms;
@@ -1335,9 +1335,7 @@ impl<S: LogStore> Member<S> {
                     }
                     self.deliver(index, delivered);
                 }
-                Applied::Part { origin, request, upload, part, data, accepted } => {
-                    self.part_applied(origin, request, upload, part == 0, data, accepted);
-                }
+                Applied::Part { part, accepted } => self.part_applied(part, accepted),
                 Applied::Assembled { delivered, bytes } => match self.assembled(delivered, bytes) {
                     Some(whole) => self.deliver(index, whole),
                     None => break,
@@ -1369,19 +1367,12 @@ impl<S: LogStore> Member<S> {
 
     /// A part applied: ours moves our upload on (a part out of order ends it); another
     /// member's is gathered.
-    fn part_applied(
-        &mut self,
-        origin: MemberId,
-        request: u64,
-        upload: u64,
-        first: bool,
-        data: Vec<u8>,
-        accepted: bool,
-    ) {
+    fn part_applied(&mut self, part: Part, accepted: bool) {
+        let Part { origin, request, upload, .. } = part;
         let ours = (origin == self.info.id).then(|| self.uploads.iter().position(|u| u.request == upload)).flatten();
         let Some(at) = ours else {
             if accepted {
-                self.assembly.add(origin, upload, first, data);
+                self.assembly.add(origin, upload, part.part == 0, part.data);
             }
             self.assembly.retain(&self.applied.uploads);
             return;
@@ -1699,7 +1690,7 @@ fn forward_body(op: Op) -> Body {
     match op {
         Op::Writeset { request, data, .. } => Body::Forward { request, data },
         Op::Message { request, data, .. } => Body::ForwardMessage { request, data },
-        Op::Part { request, upload, part, data, .. } => Body::ForwardPart { request, upload, part, data },
+        Op::Part(Part { request, upload, part, data, .. }) => Body::ForwardPart { request, upload, part, data },
         Op::Assembled { request, parts, data, .. } => Body::ForwardEnd { request, parts, data },
         Op::Join(_) | Op::Leave(_) | Op::Genesis(_) | Op::Remerge { .. } => {
             unreachable!("only submissions are forwarded")

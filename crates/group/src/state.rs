@@ -33,15 +33,8 @@ pub enum Op {
     Remerge {
         view_id: u64,
     },
-    /// Part number `part` of the writeset `upload` of `origin`, ordered under its own
-    /// `request`; it takes no seqno (docs/design/group-writeset-parts.md).
-    Part {
-        origin: MemberId,
-        request: u64,
-        upload: u64,
-        part: u32,
-        data: Vec<u8>,
-    },
+    /// A part of a writeset; it takes no seqno (docs/design/group-writeset-parts.md).
+    Part(Part),
     /// The end of the writeset `request` of `origin`: its `parts` parts, then `data`. It
     /// takes the writeset's seqno.
     Assembled {
@@ -67,7 +60,7 @@ impl Op {
         let data = match self {
             Self::Writeset { data, .. }
             | Self::Message { data, .. }
-            | Self::Part { data, .. }
+            | Self::Part(Part { data, .. })
             | Self::Assembled { data, .. } => data.len(),
             _ => 0,
         };
@@ -92,7 +85,7 @@ impl Op {
             Self::Remerge { view_id } => {
                 w.u8(OP_REMERGE).u64(*view_id);
             }
-            Self::Part { origin, request, upload, part, data } => {
+            Self::Part(Part { origin, request, upload, part, data }) => {
                 w.u8(OP_PART).u64(origin.0).u64(*request).u64(*upload).u32(*part).bytes(data);
             }
             Self::Assembled { origin, request, parts, data } => {
@@ -138,13 +131,13 @@ impl Op {
             }
             OP_MESSAGE => Self::Message { origin: MemberId(r.u64()?), request: r.u64()?, data: r.bytes()? },
             OP_REMERGE => Self::Remerge { view_id: r.u64()? },
-            OP_PART => Self::Part {
+            OP_PART => Self::Part(Part {
                 origin: MemberId(r.u64()?),
                 request: r.u64()?,
                 upload: r.u64()?,
                 part: r.u32()?,
                 data: r.bytes()?,
-            },
+            }),
             OP_ASSEMBLED => {
                 Self::Assembled { origin: MemberId(r.u64()?), request: r.u64()?, parts: r.u32()?, data: r.bytes()? }
             }
@@ -162,6 +155,16 @@ pub struct DirectoryEntry {
     pub wants_in: bool,
 }
 
+/// Part number `part` of the writeset `upload` of `origin`, ordered under its own `request`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub origin: MemberId,
+    pub request: u64,
+    pub upload: u64,
+    pub part: u32,
+    pub data: Vec<u8>,
+}
+
 /// A writeset whose parts are being ordered: which one, and how far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpenUpload {
@@ -176,14 +179,10 @@ pub struct OpenUpload {
 pub enum Applied {
     Nothing,
     Delivered(Delivered),
-    /// A part of `origin`'s writeset `upload`; `accepted` unless it did not follow the parts
-    /// before it (one was lost on the way), which ends the upload.
+    /// A part; `accepted` unless it did not follow the parts before it (one was lost on the
+    /// way), which ends its upload.
     Part {
-        origin: MemberId,
-        request: u64,
-        upload: u64,
-        part: u32,
-        data: Vec<u8>,
+        part: Part,
         accepted: bool,
     },
     /// A writeset ordered in parts: `delivered.bytes` holds only its last piece, to follow
@@ -243,20 +242,21 @@ impl AppliedState {
                 let kind = DeliveredKind::Writeset { origin, request };
                 Applied::Delivered(Delivered { seqno: self.seqno, kind, bytes: data })
             }
-            Op::Part { origin, request, upload, part, data } => {
-                let open = self.uploads.get(&origin).filter(|u| u.upload == upload);
-                let accepted = part == 0 || open.is_some_and(|open| open.parts == part);
+            Op::Part(part) => {
+                let open = self.uploads.get(&part.origin).filter(|u| u.upload == part.upload);
+                let accepted = part.part == 0 || open.is_some_and(|open| open.parts == part.part);
                 if accepted {
-                    let open = self.uploads.entry(origin).or_insert(OpenUpload { upload, parts: 0, bytes: 0 });
-                    if part == 0 {
-                        *open = OpenUpload { upload, parts: 0, bytes: 0 };
+                    let fresh = OpenUpload { upload: part.upload, parts: 0, bytes: 0 };
+                    let open = self.uploads.entry(part.origin).or_insert(fresh);
+                    if part.part == 0 {
+                        *open = fresh;
                     }
                     open.parts += 1;
-                    open.bytes += data.len() as u64;
+                    open.bytes += part.data.len() as u64;
                 } else if open.is_some() {
-                    self.uploads.remove(&origin);
+                    self.uploads.remove(&part.origin);
                 }
-                Applied::Part { origin, request, upload, part, data, accepted }
+                Applied::Part { part, accepted }
             }
             Op::Assembled { origin, request, parts, data } => {
                 let open = self.uploads.get(&origin).copied().filter(|u| u.upload == request);
@@ -455,14 +455,14 @@ mod tests {
         assert_eq!(delivered(s.apply(&entry(3, Payload::Command(Op::Join(info(2)).encode())))).unwrap().seqno, 2);
         let (a, b) = (MemberId(1), MemberId(2));
         let part = |origin, request, upload, part, data: &[u8]| {
-            Payload::Command(Op::Part { origin, request, upload, part, data: data.to_vec() }.encode())
+            Payload::Command(Op::Part(Part { origin, request, upload, part, data: data.to_vec() }).encode())
         };
         let end = |origin, request, parts, data: &[u8]| {
             Payload::Command(Op::Assembled { origin, request, parts, data: data.to_vec() }.encode())
         };
         // a's upload 10 interleaves with b's writeset; parts take no seqno.
         let applied = s.apply(&entry(4, part(a, 11, 10, 0, b"he")));
-        assert!(matches!(applied, Applied::Part { accepted: true, part: 0, .. }));
+        assert!(matches!(applied, Applied::Part { accepted: true, part: Part { part: 0, .. } }));
         let ws = Op::Writeset { origin: b, request: 5, data: b"w".to_vec() };
         assert_eq!(delivered(s.apply(&entry(5, Payload::Command(ws.encode())))).unwrap().seqno, 3);
         assert!(matches!(s.apply(&entry(6, part(a, 12, 10, 1, b"ll"))), Applied::Part { accepted: true, .. }));
@@ -488,7 +488,7 @@ mod tests {
         assert_eq!(s.apply(&entry(15, end(b, 32, 1, b"!"))), Applied::Refused { origin: b });
         assert_eq!(s.seqno, 5);
         for op in [
-            Op::Part { origin: a, request: 1, upload: 2, part: 3, data: b"p".to_vec() },
+            Op::Part(Part { origin: a, request: 1, upload: 2, part: 3, data: b"p".to_vec() }),
             Op::Assembled { origin: a, request: 2, parts: 4, data: b"e".to_vec() },
         ] {
             assert_eq!(Op::decode(&op.encode()).unwrap(), op);

@@ -65,6 +65,15 @@ fn wait_for_nodes(nodes: &[GroupNode], what: &str, mut f: impl FnMut() -> bool) 
     }
 }
 
+/// Waits for a view of the three `nodes` with a leader; returns its index and a follower's.
+fn leader_and_follower(nodes: &[GroupNode]) -> (usize, usize) {
+    let leads = |n: &GroupNode| n.status().leader == Some(n.status().id);
+    wait_for_nodes(nodes, "a view of three and a leader", || {
+        nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3) && nodes.iter().any(leads)
+    });
+    (nodes.iter().position(leads).unwrap(), nodes.iter().position(|n| !leads(n)).unwrap())
+}
+
 /// Deliveries up to and including seqno `last`, as (seqno, kind, bytes).
 fn deliveries_until(node: &GroupNode, last: Seqno) -> Vec<(Seqno, &'static str, Vec<u8>)> {
     let mut out: Vec<(Seqno, &'static str, Vec<u8>)> = Vec::new();
@@ -269,12 +278,8 @@ fn a_writeset_of_many_parts_reaches_everyone_whole_a_bigger_one_is_refused_and_t
             GroupNode::start(config).unwrap()
         })
         .collect();
-    let leads = |n: &GroupNode| n.status().leader == Some(n.status().id);
-    wait_for_nodes(&nodes, "a view of three and a leader", || {
-        nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3) && nodes.iter().any(leads)
-    });
-    let leader = nodes.iter().find(|n| leads(n)).unwrap();
-    let follower = nodes.iter().find(|n| !leads(n)).unwrap();
+    let (leader, follower) = leader_and_follower(&nodes);
+    let (leader, follower) = (&nodes[leader], &nodes[follower]);
 
     // From a follower its 24 parts go to the leader, and from there to both followers, while
     // small writesets are ordered among them.
@@ -322,11 +327,7 @@ fn a_panic_in_the_member_fails_it_visibly_and_nothing_waits_for_it() {
             GroupNode::start(config).unwrap()
         })
         .collect();
-    let leads = |n: &GroupNode| n.status().leader == Some(n.status().id);
-    wait_for_nodes(&nodes, "a view of three and a leader", || {
-        nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3) && nodes.iter().any(leads)
-    });
-    let leader = nodes.remove(nodes.iter().position(leads).unwrap());
+    let leader = nodes.remove(leader_and_follower(&nodes).0);
     assert!(leader.submit(b"committed".to_vec()).is_ok());
     // Without its followers nothing commits: this one waits for its seqno when the panic
     // strikes.
@@ -383,12 +384,8 @@ fn a_sink_slow_over_a_big_delivery_holds_up_neither_heartbeats_nor_ordering() {
             GroupNode::start_with_sink(config, Box::new(SlowSink(logs[n - 1].clone()))).unwrap()
         })
         .collect();
-    let leads = |n: &GroupNode| n.status().leader == Some(n.status().id);
-    wait_for_nodes(&nodes, "a view of three and a leader", || {
-        nodes.iter().all(|n| n.status().primary && n.status().view.members.len() == 3) && nodes.iter().any(leads)
-    });
-    let leader = nodes.iter().find(|n| leads(n)).unwrap();
-    let follower = nodes.iter().find(|n| !leads(n)).unwrap();
+    let (leader, follower) = leader_and_follower(&nodes);
+    let (leader, follower) = (&nodes[leader], &nodes[follower]);
     let term = leader.status().term;
 
     // Every sink is then 2 s into the big delivery, twice the suspect timeout: the members
