@@ -18,7 +18,9 @@ use std::path::Path;
 
 /// A cache file: a bootstrap's wipe of the cache (a new history) removes it too.
 pub const FILE_NAME: &str = "lockstep.cache.certification";
-const MAGIC: &[u8; 8] = b"LSCERT\x00\x01";
+/// Version 2: key chains as 128-bit hashes (version 1 had their bytes); an older file is
+/// refused like a damaged one.
+const MAGIC: &[u8; 8] = b"LSCERT\x00\x02";
 /// Far above any index a node holds; anything longer is corrupt.
 const MAX_BYTES: u32 = 1 << 31;
 

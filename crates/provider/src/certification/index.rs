@@ -1,9 +1,10 @@
 //! The certification index: for each key chain and access type, the latest certified
 //! writeset that used it. See docs/design/certification.md for the rule and its reasons.
-use super::key::{chain_id, Key, KeyType};
+use super::key::{chain_id, ChainHasher, ChainId, Key, KeyType};
 use crate::types::{Seqno, Uuid, SEQNO_UNDEFINED};
 use lockstep_group::codec::{DecodeError, Reader, Writer};
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 
 /// A writeset whose `seqno - last_seen` exceeds this fails (Galera's `cert.max_length`).
 pub const CERT_MAX_LENGTH: Seqno = 16384;
@@ -47,9 +48,9 @@ pub struct Candidate<'a> {
 
 #[derive(Debug, Clone)]
 pub struct CertificationIndex {
-    entries: HashMap<Vec<u8>, KeyEntry>,
+    entries: HashMap<ChainId, KeyEntry, BuildHasherDefault<ChainHasher>>,
     /// Certified writesets still in the index, with the (chain, type) pairs they set.
-    certified: BTreeMap<Seqno, Vec<(Vec<u8>, KeyType)>>,
+    certified: BTreeMap<Seqno, Vec<(ChainId, KeyType)>>,
     /// Writesets at or below this are purged: their references count for nothing, whether
     /// or not `reclaim` has dropped them from memory yet.
     purged_upto: Seqno,
@@ -80,7 +81,7 @@ fn relation(earlier: KeyType, new: KeyType) -> Relation {
 impl CertificationIndex {
     pub fn new(initial_position: Seqno) -> CertificationIndex {
         CertificationIndex {
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             certified: BTreeMap::new(),
             purged_upto: SEQNO_UNDEFINED,
             last_pa_unsafe: SEQNO_UNDEFINED,
@@ -100,8 +101,8 @@ impl CertificationIndex {
 
     /// Full keys plus every proper prefix as a SHARED branch key, one type per chain
     /// (the strongest seen).
-    fn expand(keys: &[Key]) -> Vec<(Vec<u8>, KeyType)> {
-        let mut strongest: BTreeMap<Vec<u8>, KeyType> = BTreeMap::new();
+    fn expand(keys: &[Key]) -> Vec<(ChainId, KeyType)> {
+        let mut strongest: BTreeMap<ChainId, KeyType> = BTreeMap::new();
         for key in keys {
             for len in 1..=key.parts.len() {
                 let kind = if len == key.parts.len() { key.kind } else { KeyType::Shared };
@@ -156,7 +157,7 @@ impl CertificationIndex {
         }
         let reference = Reference { seqno: w.seqno, source: w.source, isolation: w.isolation };
         for (chain, kind) in &chains {
-            self.entries.entry(chain.clone()).or_default().latest[*kind as usize] = Some(reference);
+            self.entries.entry(*chain).or_default().latest[*kind as usize] = Some(reference);
         }
         self.certified.insert(w.seqno, chains);
         if w.pa_unsafe {
@@ -176,7 +177,7 @@ impl CertificationIndex {
             let (source, isolation) = self.origin_of(*seqno, chains).unwrap_or((Uuid::NIL, false));
             w.u64(*seqno as u64).fixed(&source.0).bool(isolation).len(chains.len());
             for (chain, kind) in chains {
-                w.bytes(chain).u8(*kind as u8);
+                w.fixed(&chain.to_le_bytes()).u8(*kind as u8);
             }
         }
     }
@@ -189,7 +190,7 @@ impl CertificationIndex {
     }
 
     /// Source and isolation of the writeset at `seqno`, from any reference it still holds.
-    fn origin_of(&self, seqno: Seqno, chains: &[(Vec<u8>, KeyType)]) -> Option<(Uuid, bool)> {
+    fn origin_of(&self, seqno: Seqno, chains: &[(ChainId, KeyType)]) -> Option<(Uuid, bool)> {
         chains.iter().find_map(|(chain, kind)| {
             let r = self.entries.get(chain)?.latest[*kind as usize]?;
             (r.seqno == seqno).then_some((r.source, r.isolation))
@@ -211,10 +212,10 @@ impl CertificationIndex {
             let isolation = r.bool()?;
             let reference = Reference { seqno, source, isolation };
             let mut chains = Vec::new();
-            for _ in 0..r.len(5)? {
-                let chain = r.bytes()?;
+            for _ in 0..r.len(17)? {
+                let chain = ChainId::from_le_bytes(r.array()?);
                 let kind = KeyType::from_raw(u32::from(r.u8()?)).ok_or(DecodeError("unknown key type"))?;
-                index.entries.entry(chain.clone()).or_default().latest[kind as usize] = Some(reference);
+                index.entries.entry(chain).or_default().latest[kind as usize] = Some(reference);
                 chains.push((chain, kind));
             }
             index.certified.insert(seqno, chains);
