@@ -141,8 +141,9 @@ pub enum SubmitError {
     NotPrimary,
     /// Local senders are paused by flow control.
     Paused,
-    /// Larger than the group carries: `max_writeset_bytes`, at most
-    /// `config::WRITESET_LIMIT_BYTES` (messages too). Refused before it is ordered.
+    /// Larger than the group carries: a writeset over `max_writeset_bytes` (at most
+    /// `config::WRITESET_LIMIT_BYTES`), a message over `config::ENTRY_LIMIT_BYTES`. Refused
+    /// before it is ordered.
     TooLarge,
     /// Too many submissions are waiting for their seqno.
     QueueFull,
@@ -164,8 +165,13 @@ impl fmt::Display for SubmitError {
             Self::NotPrimary => "not in the primary component",
             Self::Paused => "senders paused by flow control",
             Self::TooLarge => {
-                let limit = crate::config::WRITESET_LIMIT_BYTES >> 20;
-                return write!(f, "writeset larger than the group carries (max_writeset_bytes, at most {limit} MiB)");
+                let (writeset, message) =
+                    (crate::config::WRITESET_LIMIT_BYTES >> 20, crate::config::ENTRY_LIMIT_BYTES >> 20);
+                return write!(
+                    f,
+                    "larger than the group carries (a writeset: max_writeset_bytes, at most {writeset} MiB; a \
+                     message: {message} MiB)"
+                );
             }
             Self::QueueFull => "too many submissions in flight",
             Self::Retry => "not ordered (leader changed); resubmit",
