@@ -326,9 +326,12 @@ unsafe extern "C" fn abort_certification(
     })
 }
 
-unsafe extern "C" fn rollback(_wsrep: W, _trx: u64, _data: *const wsrep_buf_t) -> wsrep_status_t {
-    // Only streaming replication sends rollback fragments; this version does not stream.
-    NOT_IMPLEMENTED
+unsafe extern "C" fn rollback(wsrep: W, trx: u64, data: *const wsrep_buf_t) -> wsrep_status_t {
+    guard("rollback", NODE_FAIL, || {
+        let Some(i) = instance(wsrep) else { return CONN_FAIL };
+        let data = data.as_ref().map_or(&[][..], |d| bytes(d.ptr, d.len));
+        status(i.provider.rollback(trx, data.to_vec()))
+    })
 }
 
 unsafe extern "C" fn append_key(

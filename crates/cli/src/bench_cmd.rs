@@ -79,6 +79,7 @@ fn start_cluster(dir: &Path, fsync: bool) -> Result<Vec<Arc<GroupNode>>, String>
                 name: format!("bench{}", id.0),
                 address: address.clone(),
                 incoming_address: String::new(),
+                incarnation: 0,
             },
             listen: address.clone(),
             data_dir: dir.join(format!("member{}", id.0)),

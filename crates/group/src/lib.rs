@@ -28,6 +28,7 @@
 //!         name: "db1".into(),
 //!         address: "db1.example:4567".into(),
 //!         incoming_address: "db1.example:3306".into(),
+//!         incarnation: 1, // new at every start: the application's view of the member's identity
 //!     },
 //!     listen: "0.0.0.0:4567".into(),
 //!     data_dir: datadir,

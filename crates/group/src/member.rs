@@ -1580,7 +1580,7 @@ impl<S: LogStore> Member<S> {
                 return;
             }
             Body::Leave
-        } else if self.is_primary() {
+        } else if self.is_primary() && self.directory_knows_me() {
             if let Some(view_id) = self.remerge_view {
                 match self.leader {
                     Some(leader) if leader == me => self.propose_remerge(me, view_id),
@@ -1602,16 +1602,20 @@ impl<S: LogStore> Member<S> {
         }
     }
 
+    /// The directory holds this member as it is now (a restarted member that is still a
+    /// voter may be primary with its previous incarnation there: it joins again, and the
+    /// new incarnation makes a new view).
+    fn directory_knows_me(&self) -> bool {
+        self.applied.directory.get(&self.info.id).is_some_and(|e| e.wants_in && e.info == self.info)
+    }
+
     /// The leader's own join (bootstrap) and leave go straight into the log.
     fn lead_own_membership(&mut self) {
         let me = self.info.id;
         let wants_in = self.applied.directory.get(&me).is_some_and(|e| e.wants_in);
         if self.leaving && wants_in && self.may_propose_for(me) {
             self.propose(&Op::Leave(me));
-        } else if !self.leaving
-            && self.applied.directory.get(&me).map(|e| (&e.info, e.wants_in)) != Some((&self.info, true))
-            && self.may_propose_for(me)
-        {
+        } else if !self.leaving && !self.directory_knows_me() && self.may_propose_for(me) {
             let op = Op::Join(self.info.clone());
             self.propose(&op);
         }
@@ -1738,7 +1742,13 @@ mod tests {
     use crate::cache::MemoryStore;
 
     fn info(id: u64) -> MemberInfo {
-        MemberInfo { id: MemberId(id), name: format!("n{id}"), address: String::new(), incoming_address: String::new() }
+        MemberInfo {
+            id: MemberId(id),
+            name: format!("n{id}"),
+            address: String::new(),
+            incoming_address: String::new(),
+            incarnation: 0,
+        }
     }
 
     /// Runs a lone member until `until_ms`, returning what it delivered meanwhile.

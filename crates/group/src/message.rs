@@ -272,7 +272,13 @@ mod tests {
         assert!(samples.len() > 20);
         let mut rng = Rng::new(7);
         let mut member = Member::join(
-            MemberInfo { id: MemberId(9), name: "n9".into(), address: String::new(), incoming_address: String::new() },
+            MemberInfo {
+                id: MemberId(9),
+                name: "n9".into(),
+                address: String::new(),
+                incoming_address: String::new(),
+                incarnation: 0,
+            },
             GroupConfig::new("fuzz"),
             MemoryStore::new(),
             &[MemberId(1)],

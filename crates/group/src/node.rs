@@ -108,16 +108,22 @@ pub trait DeliverySink: Send {
     fn round(&mut self, status: &Status, outbox: &mut Outbox) -> bool;
 }
 
-/// Messages a [`DeliverySink`] asks to order, as `(bytes, tag)`: a failure comes back to
-/// `submit_failed` with the tag.
+/// Messages and writesets a [`DeliverySink`] asks to order, as `(bytes, tag)`: a failure
+/// comes back to `submit_failed` with the tag.
 #[derive(Default)]
 pub struct Outbox {
     messages: Vec<(Vec<u8>, u64)>,
+    writesets: Vec<(Vec<u8>, u64)>,
 }
 
 impl Outbox {
     pub fn send_message(&mut self, data: Vec<u8>, tag: u64) {
         self.messages.push((data, tag));
+    }
+
+    /// Like [`GroupNode::submit_tagged`], from the driver's own thread.
+    pub fn submit(&mut self, data: Vec<u8>, tag: u64) {
+        self.writesets.push((data, tag));
     }
 }
 
@@ -667,9 +673,14 @@ impl Driver {
             }
         }
         let messages = std::mem::take(&mut self.outbox.messages);
-        if !messages.is_empty() {
+        let writesets = std::mem::take(&mut self.outbox.writesets);
+        if !messages.is_empty() || !writesets.is_empty() {
             for (data, tag) in messages {
                 let request = self.member.send_message(data);
+                self.await_reply(request, Reply::Tag(tag));
+            }
+            for (data, tag) in writesets {
+                let request = self.member.submit(data);
                 self.await_reply(request, Reply::Tag(tag));
             }
             self.member.flush();
@@ -767,6 +778,7 @@ impl Driver {
         match returned {
             Ok((mut sink, outbox, room)) => {
                 self.outbox.messages.extend(outbox.messages);
+                self.outbox.writesets.extend(outbox.writesets);
                 self.sink_full = !room;
                 for call in std::mem::take(&mut self.deferred) {
                     call.make(sink.as_mut(), &mut self.outbox);

@@ -375,6 +375,7 @@ mod tests {
             name: format!("n{id}"),
             address: format!("127.0.0.1:{}", 4567 + id),
             incoming_address: format!("127.0.0.1:{}", 3306 + id),
+            incarnation: 0,
         }
     }
 

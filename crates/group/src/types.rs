@@ -65,14 +65,24 @@ pub struct MemberInfo {
     pub address: String,
     /// Where clients reach it (`wsrep_node_incoming_address`); opaque to the group.
     pub incoming_address: String,
+    /// Chosen anew at each connection of the member; opaque to the group. The application
+    /// derives the identity it shows from it (Galera gives a node a new UUID at every
+    /// connection, and MariaDB relies on that).
+    pub incarnation: u64,
 }
 
 impl MemberInfo {
     pub(crate) fn encode(&self, w: &mut Writer) {
-        w.u64(self.id.0).str(&self.name).str(&self.address).str(&self.incoming_address);
+        w.u64(self.id.0).str(&self.name).str(&self.address).str(&self.incoming_address).u64(self.incarnation);
     }
     pub(crate) fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        Ok(Self { id: MemberId(r.u64()?), name: r.str()?, address: r.str()?, incoming_address: r.str()? })
+        Ok(Self {
+            id: MemberId(r.u64()?),
+            name: r.str()?,
+            address: r.str()?,
+            incoming_address: r.str()?,
+            incarnation: r.u64()?,
+        })
     }
 }
 

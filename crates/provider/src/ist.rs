@@ -350,6 +350,7 @@ pub(crate) mod tests {
             isolation: false,
             pa_unsafe: false,
             implicit_deps: false,
+            continues_stream: false,
         };
         index.certify(&candidate);
         Preload { index, cuts: vec![(MemberId(3), 9)], synced: vec![MemberId(1), MemberId(2)], barrier: 11 }

@@ -32,7 +32,13 @@ mod tests {
     use super::*;
 
     fn member(id: u64, name: &str) -> MemberInfo {
-        MemberInfo { id: MemberId(id), name: name.into(), address: String::new(), incoming_address: String::new() }
+        MemberInfo {
+            id: MemberId(id),
+            name: name.into(),
+            address: String::new(),
+            incoming_address: String::new(),
+            incarnation: 0,
+        }
     }
 
     #[test]

@@ -162,6 +162,8 @@ pub mod capabilities {
     pub const ISOLATION: u32 = 1 << 4;
     pub const PAUSE: u32 = 1 << 5;
     pub const CAUSAL_READS: u32 = 1 << 6;
+    /// Streaming replication: without it MariaDB refuses `wsrep_trx_fragment_size`.
+    pub const STREAMING: u32 = 1 << 15;
 }
 
 /// Source of a transaction: origin member, its transaction id and connection id.

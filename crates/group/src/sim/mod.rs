@@ -192,6 +192,7 @@ impl Sim {
                     name: format!("node{}", id.0),
                     address: format!("127.0.0.1:{}", 4566 + id.0),
                     incoming_address: format!("127.0.0.1:{}", 3305 + id.0),
+                    incarnation: 0,
                 };
                 let store = MemoryStore::new();
                 let mut member = if id.0 == 1 {

@@ -44,6 +44,10 @@ pub struct Candidate<'a> {
     pub isolation: bool,
     pub pa_unsafe: bool,
     pub implicit_deps: bool,
+    /// A later fragment of a streaming transaction (no `TRX_START`): it is applied after
+    /// everything ordered before it, so after its own earlier fragments, which the same
+    /// streaming applier on every node must take in order.
+    pub continues_stream: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -120,7 +124,7 @@ impl CertificationIndex {
         }
         self.reclaim();
         let chains = Self::expand(w.keys);
-        let mut depends_on = if w.pa_unsafe || w.isolation {
+        let mut depends_on = if w.pa_unsafe || w.isolation || w.continues_stream {
             w.seqno - 1
         } else if w.implicit_deps {
             w.last_seen
@@ -278,7 +282,16 @@ mod tests {
     }
 
     fn trx<'a>(seqno: Seqno, last_seen: Seqno, source: Uuid, keys: &'a [Key]) -> Candidate<'a> {
-        Candidate { seqno, last_seen, source, keys, isolation: false, pa_unsafe: false, implicit_deps: false }
+        Candidate {
+            seqno,
+            last_seen,
+            source,
+            keys,
+            isolation: false,
+            pa_unsafe: false,
+            implicit_deps: false,
+            continues_stream: false,
+        }
     }
 
     #[test]
@@ -289,6 +302,17 @@ mod tests {
         assert_eq!(index.certify(&trx(2, 0, B, &k)), Verdict::Fail);
         // Having seen seqno 1, the same update certifies and depends on it.
         assert_eq!(index.certify(&trx(3, 1, B, &k)), Verdict::Pass { depends_on: 1 });
+    }
+
+    #[test]
+    fn a_later_fragment_applies_after_everything_before_it() {
+        let mut index = CertificationIndex::new(0);
+        assert!(matches!(index.certify(&trx(1, 0, A, &[row("t", 1, KeyType::Update)])), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(&trx(2, 0, B, &[row("t", 2, KeyType::Update)])), Verdict::Pass { .. }));
+        // Unrelated keys, yet it waits for seqno 2: its own first fragment may be any earlier one.
+        let keys = [row("t", 3, KeyType::Update)];
+        let later = Candidate { continues_stream: true, ..trx(3, 1, A, &keys) };
+        assert_eq!(index.certify(&later), Verdict::Pass { depends_on: 2 });
     }
 
     #[test]

@@ -165,22 +165,32 @@ impl Verdicts {
     }
 }
 
-/// Member UUIDs in views are derived from the group's stable member ids.
-pub fn member_uuid(id: MemberId) -> Uuid {
+/// A member's UUID as the server sees it: its group member id (stable, for the group's log)
+/// with the incarnation of its current connection, so that, as with Galera, a node that
+/// reconnects is a new member to the server. wsrep-lib reads two consecutive primary views
+/// with the same member UUIDs as a lost and re-formed primary component and rolls back the
+/// streaming transactions it applies (docs/design/streaming-replication.md).
+pub fn member_uuid(id: MemberId, incarnation: u64) -> Uuid {
     let mut bytes = [0u8; 16];
     bytes[..8].copy_from_slice(&id.0.to_be_bytes());
-    bytes[8..].copy_from_slice(b"lockstep");
+    bytes[8..].copy_from_slice(&incarnation.to_be_bytes());
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     Uuid(bytes)
 }
 
-/// The view of the group as MariaDB sees it.
-pub fn primary_view(group: Uuid, seqno: Seqno, view: &lockstep_group::View, me: MemberId) -> View {
+/// The view of the group as MariaDB sees it. This member (`me`, its UUID `my_uuid`) always
+/// appears as its current incarnation: the group's directory may still hold its previous one
+/// (a restarted voter whose new join is not applied yet).
+pub fn primary_view(group: Uuid, seqno: Seqno, view: &lockstep_group::View, me: MemberId, my_uuid: Uuid) -> View {
     let members: Vec<Member> = view
         .members
         .iter()
-        .map(|m| Member { id: member_uuid(m.id), name: m.name.clone(), incoming: m.incoming_address.clone() })
+        .map(|m| Member {
+            id: if m.id == me { my_uuid } else { member_uuid(m.id, m.incarnation) },
+            name: m.name.clone(),
+            incoming: m.incoming_address.clone(),
+        })
         .collect();
     View {
         state_id: Gtid::new(group, seqno),
@@ -360,6 +370,27 @@ impl<W: Clone + PartialEq> Core<W> {
             }
             None => Ok(()),
         }
+    }
+
+    /// Whether the server is shown `view`. Not a primary view with the same members as the
+    /// last primary view it saw, with no non-primary one in between: wsrep-lib reads two
+    /// consecutive primary views with equal membership as a primary component lost and
+    /// re-formed, and rolls back every streaming transaction of every member. Our group
+    /// makes such views without a loss here (a member's return after a restart, the view
+    /// that a restarted node first sees at its own position and then at its seqno); after a
+    /// real loss the server sees the non-primary view and then the new one, as with Galera
+    /// (docs/design/streaming-replication.md).
+    pub fn view_reaches_server(&mut self, view: &View) -> bool {
+        if view.status != ViewStatus::Primary {
+            self.server_view = None;
+            return true;
+        }
+        let members: Vec<Uuid> = view.members.iter().map(|m| m.id).collect();
+        if self.server_view.as_ref() == Some(&members) {
+            return false;
+        }
+        self.server_view = Some(members);
+        true
     }
 
     /// The server has seen the view at `seqno`: its seqno is finished, and this member

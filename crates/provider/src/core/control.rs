@@ -76,7 +76,11 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.last_cut = None;
         self.ordering.last_checkpoint = None;
         self.ordering.restored = None;
+        // Under a new member id they would never come back as ours: the server's view
+        // handling rolls back what the old member left open.
+        self.ordering.rollbacks.clear();
         self.synced_before_loss = false;
+        self.server_view = None;
         self.save_state(Gtid::new(self.position.uuid, SEQNO_UNDEFINED));
         self.generation
     }

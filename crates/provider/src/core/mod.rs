@@ -26,12 +26,11 @@ pub use stats::{StatValue, StatVar, StatsSnapshot};
 pub use trx::{CertifyStart, ReplayPlan, Statement, REMOTE_HANDLE};
 pub use vote::{outcome_of, VoteResult};
 
-use crate::application::View;
 use crate::certification::{CertificationIndex, Verdict};
 use crate::checkpoint::Checkpoint;
 use crate::grastate::SavedState;
-use crate::types::{capabilities, Gtid, Seqno, Status, Uuid};
-use crate::writeset::Control;
+use crate::types::{capabilities, flags, Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
+use crate::writeset::{Control, Writeset};
 use lockstep_group::MemberId;
 use monitor::Monitor;
 use phase::{CatchUp, Component, Phase};
@@ -44,7 +43,8 @@ pub const CAPABILITIES: u32 = capabilities::MULTI_MASTER
     | capabilities::TRX_REPLAY
     | capabilities::ISOLATION
     | capabilities::PAUSE
-    | capabilities::CAUSAL_READS;
+    | capabilities::CAUSAL_READS
+    | capabilities::STREAMING;
 
 /// Application protocol MariaDB 10.11 speaks; views must carry it.
 pub const APPLICATION_PROTOCOL: i32 = 4;
@@ -85,6 +85,9 @@ pub struct Effects<W> {
     /// Control messages to order, with the tag their failure comes back with (0: none needed,
     /// a lost one only delays what it drives).
     pub send: Vec<(Control, u64)>,
+    /// Writesets the core itself sends again (rollback fragments the group refused), with
+    /// their tags.
+    pub submit: Vec<(Writeset, u64)>,
     /// The saved state (`grastate.dat`) to write, with its version: writes may race, the
     /// newest version wins.
     pub save: Option<(u64, SavedState)>,
@@ -96,7 +99,14 @@ pub struct Effects<W> {
 
 impl<W> Default for Effects<W> {
     fn default() -> Self {
-        Effects { wake: Vec::new(), send: Vec::new(), save: None, resume_deliveries: false, checkpoint: None }
+        Effects {
+            wake: Vec::new(),
+            send: Vec::new(),
+            submit: Vec::new(),
+            save: None,
+            resume_deliveries: false,
+            checkpoint: None,
+        }
     }
 }
 
@@ -104,6 +114,7 @@ impl<W> Effects<W> {
     pub fn is_empty(&self) -> bool {
         self.wake.is_empty()
             && self.send.is_empty()
+            && self.submit.is_empty()
             && self.save.is_none()
             && !self.resume_deliveries
             && self.checkpoint.is_none()
@@ -157,6 +168,9 @@ struct Ordering<W> {
     in_flight: BTreeMap<u64, InFlight<W>>,
     /// Our causal barriers, by id.
     barriers: HashMap<u64, BarrierWait<W>>,
+    /// Our rollback fragments until they come back through the order, by local id; `true`:
+    /// the group refused it, send it again once primary.
+    rollbacks: BTreeMap<u64, (Writeset, bool)>,
     /// Each member's latest commit cut; certification history below their minimum is purged.
     cuts: HashMap<MemberId, Seqno>,
     /// The members of the last view: the minimum is taken over their cuts.
@@ -191,6 +205,7 @@ impl<W> Default for Ordering<W> {
             barrier: 0,
             in_flight: BTreeMap::new(),
             barriers: HashMap::new(),
+            rollbacks: BTreeMap::new(),
             cuts: HashMap::new(),
             members: Vec::new(),
             synced: BTreeSet::new(),
@@ -264,6 +279,30 @@ struct LocalTrx {
     local_id: u64,
 }
 
+impl LocalTrx {
+    fn new(trx_id: u64, conn_id: u64) -> Self {
+        LocalTrx {
+            trx_id,
+            keys: Vec::new(),
+            data: Vec::new(),
+            state: TrxState::Executing,
+            flags: 0,
+            seqno: SEQNO_UNDEFINED,
+            depends_on: SEQNO_UNDEFINED,
+            conn_id,
+            left_commit_order: false,
+            must_abort: false,
+            local_id: 0,
+        }
+    }
+
+    /// Its writeset is a streaming fragment that does not end the transaction: the server
+    /// goes on executing it afterwards (docs/design/streaming-replication.md).
+    fn is_fragment(&self) -> bool {
+        self.flags & (flags::TRX_END | flags::ROLLBACK) == 0
+    }
+}
+
 #[derive(Default, Debug, Clone)]
 pub struct Counters {
     pub replicated: i64,
@@ -317,6 +356,8 @@ pub struct Core<W> {
     decided_votes: BTreeSet<Seqno>,
     /// The node was synced when it lost the primary component (it is again with the next view).
     synced_before_loss: bool,
+    /// The members of the last primary view the server saw, until a non-primary one.
+    server_view: Option<Vec<Uuid>>,
     /// This node's data is not the group's (an apply failure the vote went against, a gap in
     /// the order): every later save of its position says so, until a full transfer.
     inconsistent: bool,
@@ -379,6 +420,7 @@ impl<W: Clone + PartialEq> Core<W> {
             decided_votes: BTreeSet::new(),
             inconsistent: false,
             synced_before_loss: false,
+            server_view: None,
             receivers: 0,
             next_handle: 1,
             trxs: HashMap::new(),
@@ -544,11 +586,6 @@ impl<W: Clone + PartialEq> Core<W> {
     fn finish_both(&mut self, seqno: Seqno) {
         self.commit_order.finish(seqno, &mut self.effects.wake);
         self.committed.finish(seqno, &mut self.effects.wake);
-    }
-
-    /// The view of the group as MariaDB sees it.
-    pub fn primary_view(&self, group: Uuid, seqno: Seqno, view: &lockstep_group::View, me: MemberId) -> View {
-        apply::primary_view(group, seqno, view, me)
     }
 
     pub fn counters(&self) -> &Counters {

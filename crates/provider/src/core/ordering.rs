@@ -174,6 +174,9 @@ impl<W: Clone + PartialEq> Core<W> {
         if primary && std::mem::take(&mut self.ordering.announce_synced_again) {
             self.announce_synced();
         }
+        if primary {
+            self.resend_rollbacks();
+        }
         if let Some(cut) = self.commit_cut_due(now_ms) {
             self.effects.send.push((Control::CommitCut { seqno: cut }, 0));
         }
@@ -197,6 +200,19 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         if local_id & super::vote::VOTE_TAG != 0 {
             self.vote_lost_in_transit(local_id);
+            return;
+        }
+        if let Some((writeset, refused)) = self.ordering.rollbacks.get_mut(&local_id) {
+            if error == SubmitError::TooLarge {
+                log::error!("the rollback fragment of trx {} is larger than the group carries", writeset.source.trx_id);
+                self.ordering.rollbacks.remove(&local_id);
+            } else {
+                log::info!(
+                    "the rollback fragment of trx {} was not replicated ({error}): sent again once primary",
+                    writeset.source.trx_id
+                );
+                *refused = true;
+            }
             return;
         }
         let status = match error {
@@ -401,6 +417,7 @@ impl<W: Clone + PartialEq> Core<W> {
             isolation: ws.flags & flags::ISOLATION != 0,
             pa_unsafe: ws.flags & flags::PA_UNSAFE != 0,
             implicit_deps: ws.flags & flags::IMPLICIT_DEPS != 0,
+            continues_stream: ws.flags & (flags::TRX_START | flags::ISOLATION) == 0,
         };
         let verdict = match self.certification.certify(&candidate) {
             Verdict::Pass { depends_on } => Verdict::Pass { depends_on: depends_on.max(self.ordering.barrier) },
@@ -427,6 +444,10 @@ impl<W: Clone + PartialEq> Core<W> {
             c.interval_sum += seqno - ws.last_seen - 1;
         }
         let local_id = ws.local_id;
+        if ws.source.node == self.member() && ws.flags & flags::ROLLBACK != 0 {
+            // Our rollback fragment is back: applied here as everywhere.
+            self.ordering.rollbacks.remove(&local_id);
+        }
         let waiting = ws.source.node == self.member()
             && self.ordering.in_flight.get(&local_id).is_some_and(|f: &InFlight<W>| f.outcome.is_none());
         if waiting {
@@ -527,7 +548,7 @@ impl<W: Clone + PartialEq> Core<W> {
         // A joining server must see this view before anything is applied: it starts its
         // storage engines only after the state-transfer handshake the view triggers.
         let handshake = first_in_connection && !c.bootstrapped;
-        let wsrep_view = primary_view(c.group, seqno, &view, me);
+        let wsrep_view = primary_view(c.group, seqno, &view, me, c.member);
         log::info!(
             "view {} at seqno {seqno}: {} member(s) [{}]",
             view.view_id,
@@ -640,7 +661,7 @@ impl<W: Clone + PartialEq> Core<W> {
             return;
         }
         c.component = Component::NonPrimary;
-        let (group, me) = (c.group, c.me);
+        let (group, me, member) = (c.group, c.me, c.member);
         let name = c.view.members.iter().find(|m| m.id == me).map_or(String::new(), |m| m.name.clone());
         let incoming = c.view.members.iter().find(|m| m.id == me).map_or(String::new(), |m| m.incoming_address.clone());
         if self.phase == Phase::Synced {
@@ -655,7 +676,7 @@ impl<W: Clone + PartialEq> Core<W> {
             status: ViewStatus::NonPrimary,
             capabilities: super::CAPABILITIES,
             my_index: 0,
-            members: vec![Member { id: super::apply::member_uuid(me), name, incoming }],
+            members: vec![Member { id: member, name, incoming }],
             proto_ver: super::APPLICATION_PROTOCOL,
         };
         self.push_event(Event::NonPrimary { view });

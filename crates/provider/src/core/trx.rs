@@ -51,22 +51,7 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         let id = self.next_handle;
         self.next_handle += 1;
-        self.trxs.insert(
-            id,
-            LocalTrx {
-                trx_id: handle.trx_id,
-                keys: Vec::new(),
-                data: Vec::new(),
-                state: TrxState::Executing,
-                flags: 0,
-                seqno: SEQNO_UNDEFINED,
-                depends_on: SEQNO_UNDEFINED,
-                conn_id: 0,
-                left_commit_order: false,
-                must_abort: false,
-                local_id: 0,
-            },
-        );
+        self.trxs.insert(id, LocalTrx::new(handle.trx_id, 0));
         if handle.trx_id != TRX_ID_UNDEFINED {
             self.handle_of_trx.insert(handle.trx_id, id);
         }
@@ -194,7 +179,13 @@ impl<W: Clone + PartialEq> Core<W> {
         let status = match verdict {
             Verdict::Pass { depends_on } => {
                 trx.depends_on = depends_on;
-                if trx.must_abort {
+                if trx.must_abort && trx.is_fragment() {
+                    // No replay for a fragment: the server rolls the streaming transaction
+                    // back (its rollback fragment undoes this one everywhere), and this
+                    // seqno passes when the handle is released.
+                    trx.state = TrxState::Aborted;
+                    Status::TrxFail
+                } else if trx.must_abort {
                     trx.state = TrxState::MustReplay;
                     Status::BfAbort
                 } else {
@@ -221,7 +212,7 @@ impl<W: Clone + PartialEq> Core<W> {
     pub fn commit_order_enter(&mut self, handle: WsHandle, seqno: Seqno, waiter: &W) -> Option<Status> {
         let id = self.handle_id(handle);
         if let Some(trx) = id.and_then(|id| self.trxs.get(&id)) {
-            if trx.state == TrxState::MustReplay {
+            if matches!(trx.state, TrxState::MustReplay | TrxState::Aborted) {
                 return Some(Status::BfAbort);
             }
         }
@@ -263,24 +254,78 @@ impl<W: Clone + PartialEq> Core<W> {
         Status::Ok
     }
 
-    /// The end of a transaction's life here. Also called, cheaply, for handles never seen.
+    /// The end of a transaction's life here, or of one fragment's: a streaming transaction
+    /// whose fragment passed stays, executing, for its next fragment (`BfAbort` if it was
+    /// aborted meanwhile). Also called, cheaply, for handles never seen.
     pub fn release(&mut self, handle: WsHandle) -> Status {
         let Some(id) = self.handle_id(handle) else { return Status::Ok };
-        let trx = self.trxs.remove(&id).expect("handle_id only returns live handles");
-        self.handle_of_trx.remove(&trx.trx_id);
         self.trx_waiters.remove(&id);
-        if trx.seqno >= 0 {
-            if !trx.left_commit_order {
-                // Keep the order moving: a seqno nobody finishes would stall the node.
-                log::warn!("trx {} released at seqno {} without leaving commit order", trx.trx_id, trx.seqno);
-                self.commit_order.finish(trx.seqno, &mut self.effects.wake);
+        let trx = self.trxs.get_mut(&id).expect("handle_id only returns live handles");
+        let fragment_passed = trx.is_fragment() && matches!(trx.state, TrxState::Certified | TrxState::Committing);
+        if fragment_passed {
+            let fragment = std::mem::replace(trx, LocalTrx::new(trx.trx_id, trx.conn_id));
+            if fragment.must_abort {
+                trx.state = TrxState::Aborted;
             }
-            self.committed.finish(trx.seqno, &mut self.effects.wake);
-            if matches!(trx.state, TrxState::Committing | TrxState::Replaying) {
-                self.counters.local_commits += 1;
-            }
+            self.seqno_released(&fragment);
+            return if fragment.must_abort { Status::BfAbort } else { Status::Ok };
+        }
+        let trx = self.trxs.remove(&id).expect("looked up above");
+        self.handle_of_trx.remove(&trx.trx_id);
+        self.seqno_released(&trx);
+        if matches!(trx.state, TrxState::Committing | TrxState::Replaying) {
+            self.counters.local_commits += 1;
         }
         Status::Ok
+    }
+
+    /// The seqno of a local writeset (if it has one) is done with here.
+    fn seqno_released(&mut self, trx: &LocalTrx) {
+        if trx.seqno < 0 {
+            return;
+        }
+        if !trx.left_commit_order {
+            // Keep the order moving: a seqno nobody finishes would stall the node. Expected
+            // for a writeset that failed or was aborted (the server does not commit it).
+            if matches!(trx.state, TrxState::Certified | TrxState::Committing) {
+                log::warn!("trx {} released at seqno {} without leaving commit order", trx.trx_id, trx.seqno);
+            }
+            self.commit_order.finish(trx.seqno, &mut self.effects.wake);
+        }
+        self.committed.finish(trx.seqno, &mut self.effects.wake);
+    }
+
+    /// A rollback fragment for streaming transaction `trx_id`, to submit without waiting: it
+    /// is not certified, and every member applies it (this one too, as the server expects:
+    /// its own streaming applier of the transaction undoes the stored fragments). Not held
+    /// by a pause (the pause may wait for the locks it releases). `ConnFail` if this node
+    /// cannot replicate now: the server keeps it and asks again once synced.
+    pub fn rollback_fragment(&mut self, trx_id: u64, data: Vec<u8>) -> Result<(Writeset, u64), Status> {
+        if !self.can_replicate() {
+            return Err(Status::ConnFail);
+        }
+        let conn_id = self.handle_of_trx.get(&trx_id).map_or(0, |id| self.trxs[id].conn_id);
+        let local_id = self.next_local_id;
+        self.next_local_id += 1;
+        let writeset = Writeset {
+            source: SourceTrx { node: self.member(), trx_id, conn_id },
+            local_id,
+            last_seen: self.committed.last_contiguous(),
+            flags: flags::ROLLBACK | flags::PA_UNSAFE,
+            keys: Vec::new(),
+            data,
+        };
+        self.ordering.rollbacks.insert(local_id, (writeset.clone(), false));
+        Ok((writeset, local_id))
+    }
+
+    /// Rollback fragments the group refused go again once this node is primary.
+    pub(super) fn resend_rollbacks(&mut self) {
+        for (local_id, (writeset, refused)) in &mut self.ordering.rollbacks {
+            if std::mem::take(refused) {
+                self.effects.submit.push((writeset.clone(), *local_id));
+            }
+        }
     }
 
     /// Brute-force abort of local transaction `victim` on behalf of seqno `bf_seqno`.
@@ -290,6 +335,10 @@ impl<W: Clone + PartialEq> Core<W> {
         };
         let trx = self.trxs.get_mut(&id).expect("index and table agree");
         let seqno = trx.seqno;
+        // A streaming transaction goes on holding its locks after a fragment commits: that
+        // fragment going first does not free the aborter's rows, so it is aborted anyway
+        // (docs/design/streaming-replication.md).
+        let fragment = trx.is_fragment();
         let status = match trx.state {
             TrxState::Executing => {
                 trx.state = TrxState::Aborted;
@@ -300,16 +349,26 @@ impl<W: Clone + PartialEq> Core<W> {
             TrxState::Ordering => {
                 let arrived = self.ordering.in_flight.get(&trx.local_id).and_then(|f| f.outcome);
                 match arrived {
-                    Some(Ok((seqno, _))) if seqno < bf_seqno => return (Status::NotAllowed, seqno),
+                    Some(Ok((seqno, _))) if seqno < bf_seqno && !fragment => return (Status::NotAllowed, seqno),
                     _ => {
                         trx.must_abort = true;
                         Status::Ok
                     }
                 }
             }
+            // A fragment not yet committing: it leaves commit order without committing.
+            TrxState::Certified if fragment => {
+                trx.state = TrxState::Aborted;
+                Status::Ok
+            }
             // Ordered after the aborter and not yet committing: roll back, then replay.
             TrxState::Certified if seqno > bf_seqno => {
                 trx.state = TrxState::MustReplay;
+                Status::Ok
+            }
+            // A fragment committing: it ends, then the transaction is aborted.
+            TrxState::Committing if fragment && !trx.must_abort => {
+                trx.must_abort = true;
                 Status::Ok
             }
             // Ordered before the aborter (it commits first), already committing, or

@@ -56,9 +56,7 @@ impl Provider {
                 Event::View { view, first_in_connection } => {
                     self.deliver_view(ctx, generation, view, first_in_connection)
                 }
-                Event::NonPrimary { view } => {
-                    self.app.view(ctx, &view).map(|_| false).map_err(|e| self.callback_failed(e.0))
-                }
+                Event::NonPrimary { view } => self.show_view(ctx, &view).map(|_| false),
                 Event::Apply { seqno, writeset, depends_on, failed } => {
                     self.apply_remote(ctx, generation, seqno, &writeset, depends_on, failed)
                 }
@@ -112,7 +110,7 @@ impl Provider {
         if first {
             self.app.connected(&view).map_err(|e| self.callback_failed(e.0))?;
         }
-        self.app.view(ctx, &view).map_err(|e| self.callback_failed(e.0))?;
+        self.show_view(ctx, &view)?;
         // Synced once this announcement comes back through the order (and all before it
         // applied), or at once when the node only regained the primary component.
         if self.with_core(|core| core.view_applied(seqno)) {
@@ -122,6 +120,21 @@ impl Provider {
         Ok(false)
     }
 
+    /// Hands a view to the server, unless it is a primary view with the members of the last
+    /// one it saw and no loss of the primary component came between (see
+    /// `Core::view_reaches_server`).
+    fn show_view(&self, ctx: RecvCtx, view: &View) -> Result<(), Status> {
+        if self.with_core(|core| core.view_reaches_server(view)) {
+            self.app.view(ctx, view).map_err(|e| self.callback_failed(e.0))
+        } else {
+            log::info!(
+                "view at seqno {} has the members of the last one: not shown to the server",
+                view.state_id.seqno
+            );
+            Ok(())
+        }
+    }
+
     /// A restarted node that holds the order after its position: the server starts on a view
     /// at that position, as Galera 3 delivered views without a seqno of their own (the server
     /// stores the view and keeps its checkpoint, since the provider reports that same position
@@ -129,7 +142,7 @@ impl Provider {
     fn start_from_own_state(&self, ctx: RecvCtx, generation: u64, view: &View, position: Gtid) -> Result<(), Status> {
         let at_position = View { state_id: position, ..view.clone() };
         self.app.connected(&at_position).map_err(|e| self.callback_failed(e.0))?;
-        self.app.view(ctx, &at_position).map_err(|e| self.callback_failed(e.0))?;
+        self.show_view(ctx, &at_position)?;
         self.with_core(|core| core.catch_up_from_own_log(generation, position))
     }
 

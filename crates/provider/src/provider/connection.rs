@@ -84,6 +84,7 @@ impl Provider {
                 return Status::NodeFail;
             }
         };
+        let incarnation = u64::from_le_bytes(Uuid::random().0[..8].try_into().expect("8 bytes"));
         let genesis = bootstrap.then(|| {
             let history = if position.uuid.is_nil() {
                 log::info!("starting a new group history for cluster '{cluster_name}'");
@@ -96,7 +97,7 @@ impl Provider {
         let generation = self.with_core(|core| {
             core.open(Opening {
                 me,
-                member: member_uuid(me),
+                member: member_uuid(me, incarnation),
                 bootstrap_history: genesis.map(|g| Uuid(g.history)),
                 ist_addr: addresses.ist_advertised.clone(),
                 donors: donors.to_string(),
@@ -110,6 +111,7 @@ impl Provider {
                 name: self.node_name.clone(),
                 address: addresses.advertised.clone(),
                 incoming_address: self.node_incoming.clone(),
+                incarnation,
             },
             listen: addresses.listen.clone(),
             data_dir: cache_dir.clone(),
@@ -140,7 +142,7 @@ impl Provider {
         });
         log::info!(
             "connecting to cluster '{cluster_name}' as member {} ({me}, {}): group traffic on {}, {}",
-            member_uuid(me),
+            member_uuid(me, incarnation),
             self.node_name,
             addresses.listen,
             if bootstrap {

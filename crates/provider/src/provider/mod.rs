@@ -239,11 +239,17 @@ impl Provider {
                 for (control, tag) in effects.send {
                     outbox.send_message(control.encode(), tag);
                 }
+                for (writeset, tag) in effects.submit {
+                    outbox.submit(writeset.encode(), tag);
+                }
             }
-            None if !effects.send.is_empty() || effects.resume_deliveries => {
+            None if !effects.send.is_empty() || !effects.submit.is_empty() || effects.resume_deliveries => {
                 if let Some(link) = self.link() {
                     for (control, tag) in effects.send {
                         link.node.send_message_tagged(control.encode(), tag);
+                    }
+                    for (writeset, tag) in effects.submit {
+                        link.node.submit_tagged(writeset.encode(), tag);
                     }
                     if effects.resume_deliveries {
                         link.node.resume_deliveries();

@@ -368,3 +368,73 @@ fn oversized_writesets_are_refused_before_ordering() {
     let (status, meta) = node.provider.certify(1, WsHandle { trx_id: 80, opaque }, 0x41);
     assert_eq!((status, meta.gtid), (Status::SizeExceeded, Gtid::UNDEFINED));
 }
+
+/// Certifies one fragment of streaming transaction `trx_id` (the server passes the handle
+/// back with its `opaque` cleared by the previous release).
+fn fragment(node: &Node, trx_id: u64, row: u8, ws_flags: u32) -> (WsHandle, Status, TrxMeta) {
+    let opaque = node.provider.append_key(handle(trx_id), row_key(row));
+    let h = WsHandle { trx_id, opaque };
+    node.provider.append_data(h, &[format!("fragment {row}").as_bytes()]);
+    let (status, meta) = node.provider.certify(7, h, ws_flags);
+    (h, status, meta)
+}
+
+#[test]
+fn a_streaming_transaction_lives_across_fragments_and_commits_with_the_last() {
+    let node = Node::bootstrap("streaming");
+    let (h, status, first) = fragment(&node, 50, 1, flags::TRX_START);
+    assert_eq!((status, first.gtid.seqno), (Status::Ok, 2));
+    commit(&node, h, &first);
+    // Released, but still open: the next fragment continues it and applies after it.
+    let (h, status, second) = fragment(&node, 50, 2, 0);
+    assert_eq!((status, second.gtid.seqno, second.depends_on), (Status::Ok, 3, 2));
+    commit(&node, h, &second);
+    let (h, status, last) = fragment(&node, 50, 3, flags::TRX_END | flags::PA_UNSAFE);
+    assert_eq!((status, last.gtid.seqno), (Status::Ok, 4));
+    commit(&node, h, &last);
+    assert_eq!(node.last_committed(), 4);
+    assert!(!node.server.calls().iter().any(|c| c.starts_with("apply")), "the origin applies none of its fragments");
+}
+
+#[test]
+fn a_rollback_fragment_is_applied_everywhere_including_its_origin() {
+    let node = Node::bootstrap("streaming-rollback");
+    let (h, status, first) = fragment(&node, 60, 1, flags::TRX_START);
+    assert_eq!(status, Status::Ok);
+    commit(&node, h, &first);
+    assert_eq!(node.provider.rollback(60, Vec::new()), Status::Ok);
+    node.wait_for(|calls| calls.iter().any(|c| c == "apply 3 \"\""));
+    assert_eq!(node.last_committed(), 3);
+    assert_eq!(node.provider.release(handle(60)), Status::Ok);
+}
+
+#[test]
+fn a_streaming_transaction_is_aborted_even_behind_its_own_earlier_fragment() {
+    let node = Node::bootstrap("streaming-abort");
+    // Between fragments: aborted, its next fragment is refused.
+    let (h, _, first) = fragment(&node, 70, 1, flags::TRX_START);
+    commit(&node, h, &first);
+    assert_eq!(node.provider.abort_certification(first.gtid.seqno + 5, 70), (Status::Ok, -1));
+    let (h, status, _) = fragment(&node, 70, 2, 0);
+    assert_eq!(status, Status::TrxFail);
+    assert_eq!(node.provider.release(h), Status::Ok);
+    // A fragment ordered before the aborter: unlike a commit, it does not free the
+    // aborter's rows by committing, so it is aborted all the same.
+    let (h, status, fragment_meta) = fragment(&node, 71, 3, flags::TRX_START);
+    assert_eq!(status, Status::Ok);
+    let seqno = fragment_meta.gtid.seqno;
+    assert_eq!(node.provider.abort_certification(seqno + 5, 71), (Status::Ok, seqno));
+    assert_eq!(node.provider.commit_order_enter(h, &fragment_meta), Status::BfAbort);
+    assert_eq!(node.provider.release(h), Status::Ok);
+    assert_eq!(node.last_committed(), seqno, "the aborted fragment's seqno passes at release");
+    // Committing a fragment when aborted: it ends, then release says the transaction is over.
+    let (h, _, meta) = fragment(&node, 72, 4, flags::TRX_START);
+    assert_eq!(node.provider.commit_order_enter(h, &meta), Status::Ok);
+    assert_eq!(node.provider.abort_certification(meta.gtid.seqno + 5, 72).0, Status::Ok);
+    assert_eq!(node.provider.commit_order_leave(h, &meta, b""), Status::Ok);
+    assert_eq!(node.provider.release(h), Status::BfAbort);
+    let (h, status, _) = fragment(&node, 72, 5, 0);
+    assert_eq!(status, Status::TrxFail);
+    assert_eq!(node.provider.release(h), Status::Ok);
+    assert_eq!(node.last_committed(), meta.gtid.seqno);
+}

@@ -32,6 +32,18 @@ impl Provider {
         self.wait_for(None, |core, me| core.certify_outcome(handle, local_id, me)).expect("no deadline")
     }
 
+    /// Replicates a rollback fragment for streaming transaction `trx_id` without waiting
+    /// for its place (it may be called on an applier thread, inside a brute-force abort).
+    pub fn rollback(&self, trx_id: u64, data: Vec<u8>) -> Status {
+        match self.with_core(|core| core.rollback_fragment(trx_id, data)) {
+            Ok((writeset, local_id)) => {
+                self.submit(writeset, local_id);
+                Status::Ok
+            }
+            Err(status) => status,
+        }
+    }
+
     /// Encodes a writeset once, outside the lock, and hands the bytes to the group; its
     /// outcome reaches the core by delivery, or by the group's failure report.
     pub(super) fn submit(&self, writeset: crate::writeset::Writeset, local_id: u64) {

@@ -225,7 +225,8 @@ impl Node {
         core.observe();
         self.generation = core.open(Opening {
             me: self.id,
-            member: crate::core::member_uuid(self.id),
+            // The group simulator's members keep incarnation 0.
+            member: crate::core::member_uuid(self.id, 0),
             bootstrap_history: bootstrap,
             ist_addr: format!("sim:{}:{incarnation}", self.index),
             donors: String::new(),
@@ -271,6 +272,9 @@ impl Node {
         if let Some(group) = group {
             for (control, tag) in effects.send {
                 group.submit_tagged(self.id, control.encode(), tag, true);
+            }
+            for (writeset, tag) in effects.submit {
+                group.submit_tagged(self.id, writeset.encode(), tag, false);
             }
         }
     }
