@@ -37,7 +37,8 @@ pub struct GroupConfig {
     pub inactive_timeout_ms: u64,
     /// A joining member repeats its join request this often until it is in a view.
     pub join_retry_ms: u64,
-    /// A submission without a seqno after this long completes as `SubmitError::Unknown`.
+    /// A submission without a seqno after this long (or twice `suspect_timeout_ms`, see
+    /// [`GroupConfig::submission_timeout_ms`]) completes as `SubmitError::Unknown`.
     pub submit_timeout_ms: u64,
     /// Largest writeset accepted by `submit` (`repl.max_ws_size`); above
     /// [`WRITESET_LIMIT_BYTES`] the constant applies.
@@ -96,6 +97,14 @@ impl GroupConfig {
     /// limit stays inside `RECORD_LIMIT_BYTES` however small its entries.
     pub fn batch_limit(&self) -> usize {
         self.max_batch_bytes.min(ENTRY_LIMIT_BYTES as usize / 2)
+    }
+
+    /// How long a submission waits for its seqno before it is `SubmitError::Unknown`: at
+    /// least twice the suspect timeout, so that it outlives the loss of its component and
+    /// the forming of the next (`pc.ignore_sb` reorders it there, as Galera sends its queued
+    /// actions again in a new configuration; mtr sets `evs.suspect_timeout` to 10 s).
+    pub fn submission_timeout_ms(&self) -> u64 {
+        self.submit_timeout_ms.max(2 * self.suspect_timeout_ms)
     }
 
     /// Bytes of each part of a writeset that travels in parts.

@@ -84,6 +84,9 @@ pub struct Member<S: LogStore> {
     resend: BTreeMap<u64, (Body, u8)>,
     /// Our writesets ordered in parts, in submission order; the first one is under way.
     uploads: VecDeque<Upload>,
+    /// Our writesets and messages a forced primary component dropped unordered: proposed
+    /// again once we lead it (`force_primary`).
+    reorder: Vec<(u64, Op)>,
     /// Parts of other members' writesets (and of our earlier lives) applied so far.
     assembly: Assembly,
     completions: Vec<(u64, Result<Seqno, SubmitError>)>,
@@ -252,6 +255,7 @@ impl<S: LogStore> Member<S> {
             pending: BTreeMap::new(),
             resend: BTreeMap::new(),
             uploads: VecDeque::new(),
+            reorder: Vec::new(),
             assembly: Assembly::default(),
             reads: BTreeMap::new(),
             completions: Vec::new(),
@@ -447,6 +451,12 @@ impl<S: LogStore> Member<S> {
         self.resend_lost_end();
         if self.raft.role() == Role::Leader {
             self.lead_membership();
+            for (request, op) in std::mem::take(&mut self.reorder) {
+                if self.pending.contains_key(&request) && !self.propose(&op) {
+                    self.pending.remove(&request);
+                    self.complete(request, Err(SubmitError::NotPrimary));
+                }
+            }
         }
         self.watch_primary();
         if now >= self.next_join_ms {
@@ -608,7 +618,7 @@ impl<S: LogStore> Member<S> {
             self.dispatch(request, op)?;
         }
         self.next_request += 1;
-        self.pending.insert(request, self.now_ms + self.config.submit_timeout_ms);
+        self.pending.insert(request, self.now_ms + self.config.submission_timeout_ms());
         Ok(request)
     }
 
@@ -692,7 +702,7 @@ impl<S: LogStore> Member<S> {
             let (request, op) = match next {
                 Next::Part { part, data } => {
                     self.next_request += 1;
-                    self.pending.insert(part_request, self.now_ms + self.config.submit_timeout_ms);
+                    self.pending.insert(part_request, self.now_ms + self.config.submission_timeout_ms());
                     (part_request, Op::Part(Part { origin, request: part_request, upload: request, part, data }))
                 }
                 Next::End { parts, data } => {
@@ -757,7 +767,7 @@ impl<S: LogStore> Member<S> {
             self.send(leader, Body::ReadIndex { request });
         }
         self.next_request += 1;
-        self.pending.insert(request, self.now_ms + self.config.submit_timeout_ms);
+        self.pending.insert(request, self.now_ms + self.config.submission_timeout_ms());
         self.complete_reads();
         Ok(request)
     }
@@ -1114,6 +1124,7 @@ impl<S: LogStore> Member<S> {
             self.raft.latest_membership().voters
         );
         let applied = self.applied.position.index;
+        self.keep_own_unordered(applied);
         if self.store.last_index() > applied {
             self.store.append(applied, Vec::new())?;
         }
@@ -1143,6 +1154,45 @@ impl<S: LogStore> Member<S> {
         self.leader = None;
         self.election_deadline_ms = now;
         Ok(())
+    }
+
+    /// Before a forced primary component drops the log after `applied`: our writesets and
+    /// messages in it (or proposed, or forwarded to a leader we lost) are certainly not
+    /// ordered, and their submitters still wait (a DDL in total order, a commit). As Galera
+    /// sends its queued actions again in the new component, they are ordered again once we
+    /// lead it, with a fresh deadline. Parts of uploads are not: their uploads fail.
+    fn keep_own_unordered(&mut self, applied: u64) {
+        let me = self.info.id;
+        let logged = (applied + 1..=self.store.last_index()).filter_map(|index| match self.store.entry(index) {
+            Some(Entry { payload: Payload::Command(bytes), .. }) => Some(bytes),
+            _ => None,
+        });
+        let mut ops: Vec<Op> =
+            logged.chain(std::mem::take(&mut self.staged).into_values()).filter_map(|b| Op::decode(&b).ok()).collect();
+        let forwarded: Vec<u64> = self
+            .resend
+            .iter()
+            .filter(|(_, (body, _))| matches!(body, Body::Forward { .. } | Body::ForwardMessage { .. }))
+            .map(|(&request, _)| request)
+            .collect();
+        for request in forwarded {
+            match self.resend.remove(&request).map(|(body, _)| body) {
+                Some(Body::Forward { request, data }) => ops.push(Op::Writeset { origin: me, request, data }),
+                Some(Body::ForwardMessage { request, data }) => ops.push(Op::Message { origin: me, request, data }),
+                _ => {}
+            }
+        }
+        let deadline = self.now_ms + self.config.submission_timeout_ms();
+        for op in ops {
+            let (Op::Writeset { origin, request, .. } | Op::Message { origin, request, .. }) = &op else { continue };
+            let request = *request;
+            if *origin == me && self.pending.contains_key(&request) && !self.reorder.iter().any(|(r, _)| *r == request)
+            {
+                self.pending.insert(request, deadline);
+                self.reorder.push((request, op));
+            }
+        }
+        self.reorder.sort_by_key(|&(request, _)| request);
     }
 
     /// Voters heard from within the suspect timeout, and us.
@@ -1386,7 +1436,7 @@ impl<S: LogStore> Member<S> {
             self.upload_failed(at, request);
         } else if let Some(deadline) = self.pending.get_mut(&upload) {
             // A big writeset takes as long as it takes while it moves.
-            *deadline = self.now_ms + self.config.submit_timeout_ms;
+            *deadline = self.now_ms + self.config.submission_timeout_ms();
         }
     }
 

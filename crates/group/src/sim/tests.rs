@@ -185,6 +185,36 @@ fn with_ignore_sb_a_member_left_alone_by_a_crash_stays_primary_and_the_other_rej
     assert!(sim.submit(id(2), b"back".to_vec()));
 }
 
+/// mtr `galera_sr.mysql-wsrep-features#9`: a DDL submitted just after the other node died
+/// is ordered once the survivor forces a primary component, as with Galera, not failed.
+#[test]
+fn with_ignore_sb_a_writeset_submitted_after_the_crash_is_ordered_in_the_forced_component() {
+    for survivor in 1..=2 {
+        let mut config = GroupConfig::new("sim");
+        config.ignore_split_brain = true;
+        let mut sim = Sim::new(9, 2, config.clone());
+        sim.set_external_application(true);
+        sim.run_for(10_000).unwrap();
+        while sim.pop_delivered(id(survivor)).unwrap().is_some() {}
+        sim.crash(id(3 - survivor), None);
+        sim.run_for(50).unwrap();
+        let before = sim.status(id(survivor)).unwrap().last_seqno;
+        assert!(sim.submit_tagged(id(survivor), b"alter".to_vec(), 7, false));
+        sim.run_for(config.suspect_timeout_ms + 3_000).unwrap();
+        assert_eq!(sim.take_failures(id(survivor)), vec![], "survivor {survivor}");
+        let mut delivered = Vec::new();
+        while let Some((d, _)) = sim.pop_delivered(id(survivor)).unwrap() {
+            delivered.push(d);
+        }
+        assert!(
+            delivered.iter().any(|d| d.seqno > before
+                && matches!(d.kind, DeliveredKind::Writeset { origin, .. } if origin == id(survivor))
+                && d.bytes == b"alter"),
+            "survivor {survivor}: {delivered:?}"
+        );
+    }
+}
+
 #[test]
 fn writesets_in_parts_commit_among_small_ones_and_an_origin_crashing_mid_way_leaves_nothing_behind() {
     let mut config = GroupConfig::new("sim");
