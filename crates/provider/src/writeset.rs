@@ -42,6 +42,8 @@ pub enum Control {
     /// How committing `seqno` ended on the sender: 0 committed, else a hash of its error
     /// (core/vote.rs).
     Vote { seqno: Seqno, outcome: u64 },
+    /// Flow control: the sender's apply queue passed its limit (`stop`), or drained (core/flow.rs).
+    Flow { stop: bool },
 }
 
 const WRITESET: u8 = 1;
@@ -50,6 +52,7 @@ const COMMIT_CUT: u8 = 3;
 const STATE_REQUEST: u8 = 4;
 const SYNCED: u8 = 5;
 const VOTE: u8 = 6;
+const FLOW: u8 = 7;
 
 fn put_uuid(w: &mut Writer, uuid: &Uuid) {
     w.bytes(&uuid.0);
@@ -156,11 +159,16 @@ impl Control {
                 w.u64(*seqno as u64).u64(*outcome);
                 w.bytes
             }
+            Control::Flow { stop } => {
+                let mut w = header(FLOW);
+                w.bool(*stop);
+                w.bytes
+            }
         }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Control, DecodeError> {
-        let (mut r, kind) = open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED, VOTE])?;
+        let (mut r, kind) = open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED, VOTE, FLOW])?;
         let control = match kind {
             BARRIER => Control::Barrier { id: r.u64()? },
             COMMIT_CUT => Control::CommitCut { seqno: r.u64()? as Seqno },
@@ -172,6 +180,7 @@ impl Control {
                 Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id: r.u64()? }
             }
             VOTE => Control::Vote { seqno: r.u64()? as Seqno, outcome: r.u64()? },
+            FLOW => Control::Flow { stop: r.bool()? },
             _ => Control::Synced,
         };
         r.finish()?;
@@ -207,6 +216,8 @@ mod tests {
             },
             Control::Synced,
             Control::Vote { seqno: 12, outcome: 0x5eed },
+            Control::Flow { stop: true },
+            Control::Flow { stop: false },
         ];
         for c in controls {
             assert_eq!(Control::decode(&c.encode()).unwrap(), c);

@@ -207,11 +207,13 @@ impl<W: Clone + PartialEq> Core<W> {
     pub(super) fn push_event(&mut self, event: Event) {
         self.events.push_back(event);
         self.wake_one_applier();
+        self.flow_check();
     }
 
     pub(super) fn push_event_front(&mut self, event: Event) {
         self.events.push_front(event);
         self.wake_one_applier();
+        self.flow_check();
     }
 
     fn wake_one_applier(&mut self) {
@@ -312,6 +314,7 @@ impl<W: Clone + PartialEq> Core<W> {
                 if self.events.len() < APPLY_QUEUE_LIMIT {
                     self.release_held_delivery();
                 }
+                self.flow_check();
                 if !self.events.is_empty() {
                     // Parallel applying: the next event may run beside this one.
                     self.wake_one_applier();

@@ -1,11 +1,13 @@
 //! The connection's life (open, leave, close), causal reads, pause/resume (FTWRL, donors)
 //! and desync/resync.
 use super::apply::Event;
+use super::flow::{Ask, FLOW_TAG};
 use super::phase::{CatchUp, Component, Phase};
 use super::{BarrierWait, Connection, Core, APPLICATION_PROTOCOL, CAPABILITIES};
 use crate::application::{View, ViewStatus};
 use crate::checkpoint::Checkpoint;
 use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
+use crate::writeset::Control;
 use lockstep_group::MemberId;
 
 /// What `open` needs to know about the new connection.
@@ -49,6 +51,7 @@ impl<W: Clone + PartialEq> Core<W> {
             self.safe_to_bootstrap = true;
         }
         self.generation += 1;
+        self.flow.reset_connection(self.clock_ms);
         self.connection = Some(Connection {
             generation: self.generation,
             group: self.position.uuid,
@@ -243,6 +246,50 @@ impl<W: Clone + PartialEq> Core<W> {
         self.effects.wake.append(&mut self.unpause_waiters);
         log::info!("provider resumed");
         Status::Ok
+    }
+
+    // ---- flow control (core/flow.rs) -----------------------------------------------------
+
+    /// Writers wait: the provider is paused (FTWRL, donor) or a member's flow-control stop
+    /// is in force.
+    pub(super) fn writers_held(&self) -> bool {
+        self.paused_at.is_some() || self.flow.paused()
+    }
+
+    /// Writers waiting for a pause or a stop go on once neither holds.
+    pub(super) fn release_writers(&mut self) {
+        if !self.writers_held() {
+            self.effects.wake.append(&mut self.unpause_waiters);
+        }
+    }
+
+    /// Asks the group to stop or to resume, as our apply queue requires. A member that does not
+    /// apply the order as a synced member does (desynced, a donor, a joiner) never stops others.
+    pub(super) fn flow_check(&mut self) {
+        let Some(c) = self.connection.as_ref() else { return };
+        let (me, members) = (c.me, c.view.members.len());
+        let exempt = self.desync_count > 0 || !matches!(self.phase, Phase::Joined | Phase::Synced);
+        if let Some(ask) = self.flow.decide(me, self.events.len(), members, exempt, &self.settings.flow) {
+            self.effects.send.push((Control::Flow { stop: ask == Ask::Stop }, FLOW_TAG));
+        }
+    }
+
+    /// A member's stop or resume came through the order.
+    pub(super) fn flow_ordered(&mut self, origin: MemberId, stop: bool) {
+        let me = self.me();
+        let ask = if stop { Ask::Stop } else { Ask::Resume };
+        if let Some((held_ms, queue)) = self.flow.ordered(me, origin, ask, self.clock_ms) {
+            // One line per episode: who held the cluster, how long, and why.
+            log::info!(
+                "flow control: this node paused the cluster's writers for {held_ms} ms (its apply queue was {queue} \
+                 events, past gcs.fc_limit {})",
+                self.settings.flow.limit
+            );
+        }
+        self.release_writers();
+        if origin == me {
+            self.flow_check();
+        }
     }
 
     pub fn desync(&mut self) -> Status {

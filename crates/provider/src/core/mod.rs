@@ -12,6 +12,7 @@
 //! docs/design/provider-core.md.
 mod apply;
 mod control;
+mod flow;
 mod monitor;
 mod ordering;
 pub mod phase;
@@ -21,6 +22,7 @@ mod vote;
 
 pub use apply::{member_uuid, Donation, Event, HandshakeStep, RequestStart, Task, Transferred, Turn};
 pub use control::Opening;
+pub use flow::FlowSettings;
 pub use ordering::{DeliveryContext, Payload};
 pub use stats::{StatValue, StatVar, StatsSnapshot};
 pub use trx::{CertifyStart, ReplayPlan, Statement, REMOTE_HANDLE};
@@ -54,8 +56,10 @@ pub const APPLICATION_PROTOCOL: i32 = 4;
 pub const APPLY_QUEUE_LIMIT: usize = 16384;
 
 /// What the core needs of the provider options, typed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Settings {
+    /// `gcs.fc_limit`, `gcs.fc_factor`, `gcs.fc_single_primary`.
+    pub flow: FlowSettings,
     /// `cert.optimistic_pa`.
     pub optimistic_pa: bool,
     /// `cert.log_conflicts`.
@@ -334,6 +338,9 @@ pub struct Core<W> {
     generation: u64,
     desync_count: i64,
     paused_at: Option<Seqno>,
+    flow: flow::FlowControl,
+    /// The time of the group driver's last round (ms, monotonic): what flow control counts in.
+    clock_ms: u64,
     ordering: Ordering<W>,
     next_local_id: u64,
     /// Seqnos that have left commit order (the commit monitor).
@@ -406,6 +413,8 @@ impl<W: Clone + PartialEq> Core<W> {
             generation: 0,
             desync_count: 0,
             paused_at: None,
+            flow: flow::FlowControl::default(),
+            clock_ms: 0,
             ordering: Ordering { delivered: start, barrier: start, ..Ordering::default() },
             next_local_id: 1,
             commit_order: Monitor::starting_at(start),
@@ -544,6 +553,9 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     fn set_phase(&mut self, next: Phase) {
+        if next == Phase::Joined && self.phase != Phase::Joined {
+            self.flow.joined(self.events.len());
+        }
         self.phase.to(next);
         self.effects.wake.append(&mut self.phase_waiters);
     }

@@ -159,6 +159,7 @@ impl<W: Clone + PartialEq> Core<W> {
         if !self.is_current(generation) || self.failed {
             return;
         }
+        self.clock_ms = self.clock_ms.max(now_ms);
         let primary = status.primary;
         let c = self.connection.as_mut().expect("current");
         c.leader = status.leader;
@@ -181,6 +182,9 @@ impl<W: Clone + PartialEq> Core<W> {
             self.effects.send.push((Control::CommitCut { seqno: cut }, 0));
         }
         self.cast_due_votes();
+        if primary {
+            self.flow_check();
+        }
         // Purged writesets leave memory a slice at a time, between deliveries as well.
         self.certification.reclaim();
         if let Some(checkpoint) = self.checkpoint_due(now_ms) {
@@ -196,6 +200,11 @@ impl<W: Clone + PartialEq> Core<W> {
         if local_id == SYNCED_TAG {
             // Nothing else makes this member synced: say it again once primary.
             self.ordering.announce_synced_again = true;
+            return;
+        }
+        if local_id == super::flow::FLOW_TAG {
+            // Decided again at the driver's next round.
+            self.flow.refused();
             return;
         }
         if local_id & super::vote::VOTE_TAG != 0 {
@@ -489,6 +498,8 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.synced.retain(|id| view.contains(*id));
             // Members that left no longer vote: what they said or would say does not count.
             self.tally_all();
+            self.flow.view(self.clock_ms);
+            self.release_writers();
         }
         if self.ordering.synced_unknown && view.contains(me) {
             // Announcements before our first delivery are lost to us: take the others as
@@ -604,6 +615,12 @@ impl<W: Clone + PartialEq> Core<W> {
                 self.ordering.verdicts.forget_before(self.ordering.delivered);
             }
             Control::Vote { seqno, outcome } => self.on_vote(origin, seqno, outcome, live),
+            Control::Flow { stop } => {
+                // Replayed ones (from before a restart) are of a past connection.
+                if live {
+                    self.flow_ordered(origin, stop);
+                }
+            }
             Control::Synced => {
                 self.ordering.synced.insert(origin);
                 if origin == me && live {

@@ -73,12 +73,12 @@ impl<W: Clone + PartialEq> Core<W> {
             ("local_recv_queue_min", Int(0)),
             ("local_recv_queue_avg", Double(0.0)),
             ("local_cached_downto", Int(-1)),
-            ("flow_control_paused_ns", Int(0)),
-            ("flow_control_paused", Double(0.0)),
-            ("flow_control_sent", Int(0)),
-            ("flow_control_recv", Int(0)),
-            ("flow_control_active", Text("false".into())),
-            ("flow_control_requested", Text("false".into())),
+            ("flow_control_paused_ns", Int(self.flow.paused_ms(self.clock_ms) as i64 * 1_000_000)),
+            ("flow_control_paused", Double(self.flow.paused_share(self.clock_ms))),
+            ("flow_control_sent", Int(self.flow.stops_sent() as i64)),
+            ("flow_control_recv", Int(self.flow.stops_received() as i64)),
+            ("flow_control_active", Text(self.flow.paused().to_string())),
+            ("flow_control_requested", Text(connection.is_some_and(|c| self.flow.requested(c.me)).to_string())),
             ("cert_deps_distance", Double(average(c.deps_distance_sum, c.certified))),
             ("apply_oooe", Double(0.0)),
             ("apply_oool", Double(0.0)),
@@ -112,6 +112,7 @@ impl<W: Clone + PartialEq> Core<W> {
 
     /// `FLUSH STATUS`: resets the averages and rates, keeps totals and positions.
     pub fn stats_reset(&mut self) {
+        self.flow.reset_stats(self.clock_ms);
         let c = &mut self.counters;
         *c = Counters {
             replicated: c.replicated,

@@ -117,7 +117,7 @@ impl<W: Clone + PartialEq> Core<W> {
             return Some(CertifyStart::Done(Status::Ok, unordered));
         };
         let aborted = self.trxs[&id].state == TrxState::Aborted;
-        if self.paused_at.is_some() && !aborted && !self.failed {
+        if self.writers_held() && !aborted && !self.failed {
             self.unpause_waiters.push(waiter.clone());
             self.trx_waiters.insert(id, waiter.clone());
             return None;
@@ -426,7 +426,7 @@ impl<W: Clone + PartialEq> Core<W> {
     ) -> Option<Result<(Writeset, u64), (Status, TrxMeta)>> {
         let source = SourceTrx { node: self.member(), trx_id: conn_id, conn_id };
         let unordered = TrxMeta::unordered(source);
-        if self.paused_at.is_some() && self.can_replicate() {
+        if self.writers_held() && self.can_replicate() {
             self.unpause_waiters.push(waiter.clone());
             return None;
         }

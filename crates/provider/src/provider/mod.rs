@@ -18,7 +18,7 @@ pub use crate::core::{StatValue, StatVar, CAPABILITIES};
 
 use crate::application::Application;
 use crate::checkpoint::Checkpoint;
-use crate::core::{starting_position, Core, Effects, Settings};
+use crate::core::{starting_position, Core, Effects, FlowSettings, Settings};
 use crate::grastate::StateFile;
 use crate::options::{NodeSite, Options};
 use crate::types::Gtid;
@@ -86,6 +86,11 @@ pub struct Provider {
 /// What the core needs of the options.
 fn settings(options: &Options) -> Settings {
     Settings {
+        flow: FlowSettings {
+            limit: options.size("gcs.fc_limit"),
+            factor: options.get("gcs.fc_factor").parse().unwrap_or(1.0),
+            single_primary: options.flag("gcs.fc_single_primary") || options.flag("gcs.fc_master_slave"),
+        },
         optimistic_pa: options.flag("cert.optimistic_pa"),
         log_conflicts: options.flag("cert.log_conflicts"),
         max_writeset_bytes: connection::max_writeset_bytes(options),

@@ -12,8 +12,8 @@ use crate::checkpoint::Checkpoint;
 use crate::core::VoteResult;
 use crate::core::{
     phase::{CatchUp, Phase},
-    CertifyStart, Core, Donation, Event, HandshakeStep, Observation, Opening, ReplayPlan, RequestStart, Settings, Task,
-    Turn, REMOTE_HANDLE,
+    CertifyStart, Core, Donation, Event, FlowSettings, HandshakeStep, Observation, Opening, ReplayPlan, RequestStart,
+    Settings, Task, Turn, REMOTE_HANDLE,
 };
 use crate::grastate::SavedState;
 use crate::types::{flags, Gtid, Seqno, Status, Uuid};
@@ -216,6 +216,7 @@ impl Node {
         let position = crate::core::starting_position(self.saved, self.db.position());
         let safe = self.saved.is_none_or(|s| s.safe_to_bootstrap);
         let settings = Settings {
+            flow: FlowSettings::default(),
             optimistic_pa: self.workload.optimistic_pa,
             log_conflicts: false,
             max_writeset_bytes: 1 << 20,

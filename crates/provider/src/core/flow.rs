@@ -1,0 +1,295 @@
+//! Flow control with Galera's semantics (`gcs.fc_limit`, `gcs.fc_factor`,
+//! `gcs.fc_single_primary`): a member whose apply queue passes its limit asks, through the
+//! order, that the group stop replicating; writers on every member wait while any member's
+//! stop is in force; the member asks to resume once its queue is at or below `factor` times
+//! the limit. Stops and resumes are ordered, so every member holds the same set of stopping
+//! members at the same point of the order. Pure: the core feeds it its queue, the ordered
+//! requests, views and the time (docs/design/flow-control.md).
+
+use lockstep_group::MemberId;
+use std::collections::BTreeSet;
+
+/// The tag our requests are sent with: a refused one comes back with it.
+pub(super) const FLOW_TAG: u64 = u64::MAX - 1;
+
+/// Galera's flow-control options, as the core uses them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlowSettings {
+    /// `gcs.fc_limit`: queued events past which a member asks for a stop.
+    pub limit: u64,
+    /// `gcs.fc_factor`: it asks to resume at or below this fraction of its limit.
+    pub factor: f64,
+    /// `gcs.fc_single_primary` (or the older `gcs.fc_master_slave`): the limit stays as
+    /// set; otherwise, as Galera's, it grows with the square root of the members (more
+    /// writers, more in flight).
+    pub single_primary: bool,
+}
+
+impl Default for FlowSettings {
+    fn default() -> Self {
+        FlowSettings { limit: 16, factor: 1.0, single_primary: false }
+    }
+}
+
+impl FlowSettings {
+    /// Galera logs `[16, 16]` for one node and `[23, 23]` for two: rounded.
+    fn upper(&self, members: usize) -> f64 {
+        let limit = self.limit as f64;
+        if self.single_primary {
+            limit
+        } else {
+            (limit * (members.max(1) as f64).sqrt()).round()
+        }
+    }
+
+    fn lower(&self, members: usize) -> f64 {
+        self.upper(members) * self.factor.clamp(0.0, 1.0)
+    }
+}
+
+/// What this member asks the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    Stop,
+    Resume,
+}
+
+#[derive(Debug, Default)]
+pub struct FlowControl {
+    /// Members whose stop is in force, as ordered.
+    stopping: BTreeSet<MemberId>,
+    /// Our request sent and not yet ordered nor refused: one at a time.
+    in_flight: Option<Ask>,
+    /// Since when writers wait (the core's clock, ms).
+    paused_since_ms: Option<u64>,
+    /// Time paused before `paused_since_ms`, since the last reset.
+    paused_ms: u64,
+    reset_at_ms: u64,
+    /// Stops this member asked for, and stops ordered (its own included), since the reset.
+    stops_sent: u64,
+    stops_received: u64,
+    /// The backlog a member had when it became Joined, as Galera's: a member catching up
+    /// counts only what it queues beyond it, so it does not stop everyone at once. It shrinks
+    /// with the queue.
+    offset: usize,
+    /// Our apply queue when we last asked for a stop, then when that stop came into force:
+    /// to log the episode.
+    asked_with: usize,
+    our_stop: Option<(u64, usize)>,
+}
+
+impl FlowControl {
+    /// Writers wait: some member's stop is in force.
+    pub fn paused(&self) -> bool {
+        !self.stopping.is_empty()
+    }
+
+    /// Our stop is in force.
+    pub fn requested(&self, me: MemberId) -> bool {
+        self.stopping.contains(&me)
+    }
+
+    /// What to ask now, given our apply queue, the members of the view and whether this member
+    /// is exempt (desynced, a donor, not synced): a stop past the upper limit, a resume at or
+    /// below the lower one (or once exempt). Nothing while a request is in flight.
+    pub fn decide(
+        &mut self,
+        me: MemberId,
+        queue: usize,
+        members: usize,
+        exempt: bool,
+        settings: &FlowSettings,
+    ) -> Option<Ask> {
+        self.offset = self.offset.min(queue);
+        if self.in_flight.is_some() {
+            return None;
+        }
+        let queued = (queue - self.offset) as f64;
+        let ask = if !self.requested(me) && !exempt && queued > settings.upper(members) {
+            self.stops_sent += 1;
+            self.asked_with = queue;
+            Ask::Stop
+        } else if self.requested(me) && (exempt || queued <= settings.lower(members)) {
+            Ask::Resume
+        } else {
+            return None;
+        };
+        self.in_flight = Some(ask);
+        Some(ask)
+    }
+
+    /// A request of `origin` came through the order. Returns, for our own resume, how long
+    /// our stop was in force and our queue when we asked (one log line per episode).
+    pub fn ordered(&mut self, me: MemberId, origin: MemberId, ask: Ask, now_ms: u64) -> Option<(u64, usize)> {
+        let mut ended = None;
+        if origin == me {
+            self.in_flight = None;
+            match ask {
+                Ask::Stop => self.our_stop = Some((now_ms, self.asked_with)),
+                Ask::Resume => ended = self.our_stop.take().map(|(at, q)| (now_ms.saturating_sub(at), q)),
+            }
+        }
+        match ask {
+            Ask::Stop => {
+                self.stops_received += 1;
+                self.stopping.insert(origin);
+            }
+            Ask::Resume => {
+                self.stopping.remove(&origin);
+            }
+        }
+        self.track(now_ms);
+        ended
+    }
+
+    /// Our request was not ordered (no primary component, a full queue): decide again.
+    pub fn refused(&mut self) {
+        self.in_flight = None;
+    }
+
+    /// This member just became Joined with `queue` events to apply.
+    pub fn joined(&mut self, queue: usize) {
+        self.offset = queue;
+    }
+
+    /// A new view ends every stop, as Galera's configuration change does: a member still past
+    /// its limit asks again. (Keeping the stops of members still in the view would keep, forever,
+    /// the stop of a member that restarted quickly: its new connection knows nothing of it.)
+    pub fn view(&mut self, now_ms: u64) {
+        self.stopping.clear();
+        self.our_stop = None;
+        self.track(now_ms);
+    }
+
+    /// A new connection: nothing of the old one is in force, and a request it sent will
+    /// never be answered.
+    pub fn reset_connection(&mut self, now_ms: u64) {
+        self.view(now_ms);
+        self.in_flight = None;
+        self.offset = 0;
+    }
+
+    fn track(&mut self, now_ms: u64) {
+        match (self.paused(), self.paused_since_ms) {
+            (true, None) => self.paused_since_ms = Some(now_ms),
+            (false, Some(since)) => {
+                self.paused_ms += now_ms.saturating_sub(since);
+                self.paused_since_ms = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Time paused since the last reset.
+    pub fn paused_ms(&self, now_ms: u64) -> u64 {
+        self.paused_ms + self.paused_since_ms.map_or(0, |since| now_ms.saturating_sub(since))
+    }
+
+    /// Galera's `wsrep_flow_control_paused`: the share of time paused since the last reset.
+    pub fn paused_share(&self, now_ms: u64) -> f64 {
+        let span = now_ms.saturating_sub(self.reset_at_ms);
+        if span == 0 {
+            return if self.paused() { 1.0 } else { 0.0 };
+        }
+        (self.paused_ms(now_ms) as f64 / span as f64).min(1.0)
+    }
+
+    pub fn stops_sent(&self) -> u64 {
+        self.stops_sent
+    }
+
+    pub fn stops_received(&self) -> u64 {
+        self.stops_received
+    }
+
+    /// `FLUSH STATUS`.
+    pub fn reset_stats(&mut self, now_ms: u64) {
+        self.paused_ms = 0;
+        if let Some(since) = self.paused_since_ms.as_mut() {
+            *since = now_ms;
+        }
+        self.reset_at_ms = now_ms;
+        self.stops_sent = 0;
+        self.stops_received = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: MemberId = MemberId(1);
+    const OTHER: MemberId = MemberId(2);
+
+    fn settings(limit: u64, factor: f64) -> FlowSettings {
+        FlowSettings { limit, factor, single_primary: true }
+    }
+
+    #[test]
+    fn a_member_past_its_limit_stops_everyone_until_it_drains_below_factor_times_limit() {
+        let s = settings(16, 0.5);
+        let mut fc = FlowControl::default();
+        assert_eq!(fc.decide(ME, 16, 3, false, &s), None);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s), Some(Ask::Stop));
+        // One request at a time.
+        assert_eq!(fc.decide(ME, 40, 3, false, &s), None);
+        assert!(!fc.paused(), "not before it is ordered");
+        fc.ordered(ME, ME, Ask::Stop, 1_000);
+        assert!(fc.paused() && fc.requested(ME));
+        assert_eq!(fc.decide(ME, 9, 3, false, &s), None, "above factor × limit");
+        assert_eq!(fc.decide(ME, 8, 3, false, &s), Some(Ask::Resume));
+        assert_eq!(fc.ordered(ME, ME, Ask::Resume, 1_250), Some((250, 17)));
+        assert!(!fc.paused());
+        assert_eq!(fc.paused_ms(5_000), 250);
+        assert_eq!(fc.stops_sent(), 1);
+        assert_eq!(fc.stops_received(), 1);
+    }
+
+    #[test]
+    fn another_members_stop_pauses_us_until_its_resume_or_until_the_next_view() {
+        let s = settings(16, 1.0);
+        let mut fc = FlowControl::default();
+        fc.ordered(ME, OTHER, Ask::Stop, 100);
+        assert!(fc.paused() && !fc.requested(ME));
+        assert_eq!(fc.decide(ME, 0, 2, false, &s), None, "nothing of ours to resume");
+        fc.ordered(ME, OTHER, Ask::Resume, 300);
+        assert!(!fc.paused());
+        fc.ordered(ME, OTHER, Ask::Stop, 400);
+        fc.view(1_400);
+        assert!(!fc.paused());
+        assert_eq!(fc.paused_ms(2_000), 1_200);
+        assert!((fc.paused_share(2_000) - 0.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn an_exempt_member_never_stops_and_withdraws_a_stop_in_force() {
+        let s = settings(1, 1.0);
+        let mut fc = FlowControl::default();
+        assert_eq!(fc.decide(ME, 100, 2, true, &s), None);
+        assert_eq!(fc.decide(ME, 100, 2, false, &s), Some(Ask::Stop));
+        fc.ordered(ME, ME, Ask::Stop, 0);
+        assert_eq!(fc.decide(ME, 100, 2, true, &s), Some(Ask::Resume));
+    }
+
+    #[test]
+    fn a_member_that_just_joined_counts_only_what_it_queues_beyond_its_backlog() {
+        let s = settings(16, 1.0);
+        let mut fc = FlowControl::default();
+        fc.joined(700);
+        assert_eq!(fc.decide(ME, 710, 2, false, &s), None);
+        // It drained to 100: the offset follows, and 100 + 17 is past the limit again.
+        assert_eq!(fc.decide(ME, 100, 2, false, &s), None);
+        assert_eq!(fc.decide(ME, 117, 2, false, &s), Some(Ask::Stop));
+    }
+
+    #[test]
+    fn a_refused_request_is_decided_again_and_the_limit_grows_with_the_members() {
+        let s = FlowSettings { limit: 16, factor: 1.0, single_primary: false };
+        let mut fc = FlowControl::default();
+        // 16 × √4 = 32.
+        assert_eq!(fc.decide(ME, 32, 4, false, &s), None);
+        assert_eq!(fc.decide(ME, 33, 4, false, &s), Some(Ask::Stop));
+        fc.refused();
+        assert_eq!(fc.decide(ME, 33, 4, false, &s), Some(Ask::Stop));
+    }
+}
