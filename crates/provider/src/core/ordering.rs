@@ -234,11 +234,13 @@ impl<W: Clone + PartialEq> Core<W> {
             self.wake_in_flight(local_id);
         }
         if let Some(barrier) = self.ordering.barriers.get_mut(&local_id).filter(|b| b.at.is_none()) {
-            if error == SubmitError::NoLease {
-                // The leader cannot vouch for its commit index: order the barrier instead.
+            if matches!(error, SubmitError::NoLease | SubmitError::Retry) {
+                // The leader cannot vouch for its commit index, or leadership moved while the
+                // read index was asked: order the barrier instead.
                 self.effects.send.push((Control::Barrier { id: local_id }, local_id));
                 return;
             }
+            log::info!("a causal read failed: {error}");
             barrier.failed = true;
             self.effects.wake.extend(barrier.waiter.take());
         }
