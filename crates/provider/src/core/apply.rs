@@ -206,12 +206,14 @@ pub fn primary_view(group: Uuid, seqno: Seqno, view: &lockstep_group::View, me: 
 impl<W: Clone + PartialEq> Core<W> {
     pub(super) fn push_event(&mut self, event: Event) {
         self.events.push_back(event);
+        self.counters.recv_queue.sample(self.events.len());
         self.wake_one_applier();
         self.flow_check();
     }
 
     pub(super) fn push_event_front(&mut self, event: Event) {
         self.events.push_front(event);
+        self.counters.recv_queue.sample(self.events.len());
         self.wake_one_applier();
         self.flow_check();
     }

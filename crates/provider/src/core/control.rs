@@ -8,6 +8,9 @@ use crate::application::{View, ViewStatus};
 use crate::checkpoint::Checkpoint;
 use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
 use crate::writeset::Control;
+
+/// A flow-control pause this long or longer is logged by the member that caused it.
+const LOGGED_PAUSE_MS: u64 = 1_000;
 use lockstep_group::MemberId;
 
 /// What `open` needs to know about the new connection.
@@ -278,8 +281,10 @@ impl<W: Clone + PartialEq> Core<W> {
     pub(super) fn flow_ordered(&mut self, origin: MemberId, stop: bool) {
         let me = self.me();
         let ask = if stop { Ask::Stop } else { Ask::Resume };
-        if let Some((held_ms, queue)) = self.flow.ordered(me, origin, ask, self.clock_ms) {
-            // One line per episode: who held the cluster, how long, and why.
+        let episode = self.flow.ordered(me, origin, ask, self.clock_ms);
+        if let Some((held_ms, queue)) = episode.filter(|&(held_ms, _)| held_ms >= LOGGED_PAUSE_MS) {
+            // One line per episode an operator would notice: who held the cluster, how long,
+            // and why. Short ones (thousands a second under a tight limit) only count.
             log::info!(
                 "flow control: this node paused the cluster's writers for {held_ms} ms (its apply queue was {queue} \
                  events, past gcs.fc_limit {})",

@@ -323,6 +323,8 @@ pub struct Counters {
     pub certified: i64,
     pub deps_distance_sum: i64,
     pub interval_sum: i64,
+    pub recv_queue: stats::QueueSamples,
+    pub send_queue: stats::QueueSamples,
 }
 
 /// The node's whole provider state. `W` identifies a waiting thread (a real thread in the

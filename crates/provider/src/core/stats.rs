@@ -22,6 +22,29 @@ pub struct StatsSnapshot<'a> {
     pub segment: &'a str,
 }
 
+/// A queue's length, sampled whenever something joins it, since the last `FLUSH STATUS`:
+/// Galera's `_min`, `_max` and `_avg`.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct QueueSamples {
+    samples: i64,
+    sum: i64,
+    min: i64,
+    max: i64,
+}
+
+impl QueueSamples {
+    pub fn sample(&mut self, len: usize) {
+        let len = len as i64;
+        (self.min, self.max) = if self.samples == 0 { (len, len) } else { (self.min.min(len), self.max.max(len)) };
+        self.samples += 1;
+        self.sum += len;
+    }
+
+    fn average(&self) -> f64 {
+        average(self.sum, self.samples)
+    }
+}
+
 fn average(sum: i64, count: i64) -> f64 {
     if count == 0 {
         0.0
@@ -64,14 +87,14 @@ impl<W: Clone + PartialEq> Core<W> {
             ("local_commits", Int(c.local_commits)),
             ("local_cert_failures", Int(c.local_cert_failures)),
             ("local_replays", Int(c.local_replays)),
-            ("local_send_queue", Int(0)),
-            ("local_send_queue_max", Int(0)),
-            ("local_send_queue_min", Int(0)),
-            ("local_send_queue_avg", Double(0.0)),
+            ("local_send_queue", Int(self.send_queue_len() as i64)),
+            ("local_send_queue_max", Int(c.send_queue.max)),
+            ("local_send_queue_min", Int(c.send_queue.min)),
+            ("local_send_queue_avg", Double(c.send_queue.average())),
             ("local_recv_queue", Int(self.events.len() as i64)),
-            ("local_recv_queue_max", Int(0)),
-            ("local_recv_queue_min", Int(0)),
-            ("local_recv_queue_avg", Double(0.0)),
+            ("local_recv_queue_max", Int(c.recv_queue.max)),
+            ("local_recv_queue_min", Int(c.recv_queue.min)),
+            ("local_recv_queue_avg", Double(c.recv_queue.average())),
             ("local_cached_downto", Int(-1)),
             ("flow_control_paused_ns", Int(self.flow.paused_ms(self.clock_ms) as i64 * 1_000_000)),
             ("flow_control_paused", Double(self.flow.paused_share(self.clock_ms))),
@@ -110,6 +133,12 @@ impl<W: Clone + PartialEq> Core<W> {
         vars.into_iter().map(|(name, value)| StatVar { name, value }).collect()
     }
 
+    /// Our writesets not yet ordered, and writers waiting for a pause or a flow-control stop
+    /// to end before theirs can go: Galera's send queue.
+    pub(super) fn send_queue_len(&self) -> usize {
+        self.ordering.in_flight.values().filter(|f| f.outcome.is_none()).count() + self.unpause_waiters.len()
+    }
+
     /// `FLUSH STATUS`: resets the averages and rates, keeps totals and positions.
     pub fn stats_reset(&mut self) {
         self.flow.reset_stats(self.clock_ms);
@@ -128,5 +157,20 @@ impl<W: Clone + PartialEq> Core<W> {
             causal_reads: c.causal_reads,
             ..Counters::default()
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueueSamples;
+
+    #[test]
+    fn queue_samples_keep_min_max_and_average_since_the_reset() {
+        let mut q = QueueSamples::default();
+        assert_eq!((q.min, q.max, q.average()), (0, 0, 0.0));
+        for len in [3, 1, 5] {
+            q.sample(len);
+        }
+        assert_eq!((q.min, q.max, q.average()), (1, 5, 3.0));
     }
 }

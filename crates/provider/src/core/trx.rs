@@ -97,6 +97,8 @@ impl<W: Clone + PartialEq> Core<W> {
         self.next_local_id += 1;
         let last_seen = self.committed.last_contiguous();
         self.ordering.in_flight.insert(local_id, InFlight { last_seen, trx, outcome: None, waiter: None });
+        let queued = self.send_queue_len();
+        self.counters.send_queue.sample(queued);
         let ws = Writeset { source, local_id, last_seen, flags: ws_flags, keys, data };
         let keys_bytes: usize = ws.keys.iter().map(Key::byte_len).sum();
         let c = &mut self.counters;
