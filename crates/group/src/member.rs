@@ -1169,16 +1169,14 @@ impl<S: LogStore> Member<S> {
         });
         let mut ops: Vec<Op> =
             logged.chain(std::mem::take(&mut self.staged).into_values()).filter_map(|b| Op::decode(&b).ok()).collect();
-        let forwarded: Vec<u64> = self
-            .resend
-            .iter()
-            .filter(|(_, (body, _))| matches!(body, Body::Forward { .. } | Body::ForwardMessage { .. }))
-            .map(|(&request, _)| request)
-            .collect();
-        for request in forwarded {
-            match self.resend.remove(&request).map(|(body, _)| body) {
-                Some(Body::Forward { request, data }) => ops.push(Op::Writeset { origin: me, request, data }),
-                Some(Body::ForwardMessage { request, data }) => ops.push(Op::Message { origin: me, request, data }),
+        let (forwarded, kept): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.resend)
+            .into_iter()
+            .partition(|(_, (body, _))| matches!(body, Body::Forward { .. } | Body::ForwardMessage { .. }));
+        self.resend = kept;
+        for (_, (body, _)) in forwarded {
+            match body {
+                Body::Forward { request, data } => ops.push(Op::Writeset { origin: me, request, data }),
+                Body::ForwardMessage { request, data } => ops.push(Op::Message { origin: me, request, data }),
                 _ => {}
             }
         }
