@@ -1,7 +1,9 @@
-//! `lockstep cluster up|status|down`: local MariaDB clusters on loopback.
+//! `lockstep cluster up|status|top|down`: local MariaDB clusters on loopback.
+use crate::top;
 use clap::Subcommand;
-use lockstep_cluster::{default_provider, Cluster, ClusterSpec, Node, Result};
+use lockstep_cluster::{default_provider, Cluster, ClusterSpec, Error, Node, Result};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Subcommand)]
 pub enum ClusterCommand {
@@ -27,6 +29,25 @@ pub enum ClusterCommand {
         #[arg(long)]
         dir: PathBuf,
     },
+    /// A live view of every node, refreshed every second: commits/s, apply queue, flow-control
+    /// paused share, lag in seqnos and ms, conflicts/s, state. Nodes of a local cluster
+    /// (--dir) or any servers (--host, repeated; Galera's too).
+    Top {
+        #[arg(long, conflicts_with = "hosts", required_unless_present = "hosts")]
+        dir: Option<PathBuf>,
+        /// A server's client address, HOST:PORT; repeat for each node.
+        #[arg(long = "host", value_name = "HOST:PORT")]
+        hosts: Vec<String>,
+        /// User for --host [default: root]; the password is read from $MYSQL_PWD.
+        #[arg(long, default_value = "root")]
+        user: String,
+        /// Seconds between refreshes.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// Stop after this many refreshes [default: until interrupted].
+        #[arg(long)]
+        count: Option<u64>,
+    },
     /// Shut every node down cleanly (SIGKILL only after a bounded wait).
     Down {
         #[arg(long)]
@@ -40,6 +61,7 @@ pub fn run(command: ClusterCommand) {
             up(nodes, dir, provider, provider_options, !no_tls)
         }
         ClusterCommand::Status { dir } => status(dir),
+        ClusterCommand::Top { dir, hosts, user, interval, count } => top(dir, hosts, user, interval, count),
         ClusterCommand::Down { dir } => down(dir),
     };
     if let Err(e) = result {
@@ -99,6 +121,30 @@ fn status(dir: PathBuf) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn top(dir: Option<PathBuf>, hosts: Vec<String>, user: String, interval: f64, count: Option<u64>) -> Result<()> {
+    if !(interval.is_finite() && interval >= 0.1) {
+        return Err(Error::Invalid(format!("--interval {interval}: at least 0.1 seconds")));
+    }
+    let (source, targets) = match dir {
+        Some(dir) => {
+            let cluster = Cluster::open(&dir)?;
+            let targets = cluster
+                .nodes
+                .iter()
+                .map(|n| top::Target { name: n.name().to_string(), endpoint: n.endpoint() })
+                .collect();
+            (dir.display().to_string(), targets)
+        }
+        None => {
+            let password = std::env::var("MYSQL_PWD").ok();
+            let targets =
+                hosts.iter().map(|h| top::parse_host(h, &user, password.as_deref())).collect::<Result<Vec<_>>>()?;
+            (hosts.join(", "), targets)
+        }
+    };
+    top::run(&source, targets, Duration::from_secs_f64(interval), count)
 }
 
 fn down(dir: PathBuf) -> Result<()> {

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 mod bench_cmd;
 mod cluster_cmd;
 mod sim_cmd;
+mod top;
 
 #[derive(Parser)]
 #[command(name = "lockstep", version, about = "Synchronous multi-master replication for MariaDB")]

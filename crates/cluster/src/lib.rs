@@ -11,6 +11,7 @@
 //! The server is driven through the `mariadb` client binary, so no MySQL protocol crate is needed.
 mod certs;
 mod cluster;
+mod endpoint;
 mod error;
 mod node;
 mod ports;
@@ -19,6 +20,7 @@ mod process;
 
 pub use certs::NodeTls;
 pub use cluster::{default_provider, Cluster, ClusterSpec};
+pub use endpoint::Endpoint;
 pub use error::{Error, Result};
 pub use node::{Node, NodeConfig, WsrepStatus};
 pub use ports::{allocate_node_ports, NodePorts};

@@ -1,5 +1,6 @@
 //! One local MariaDB node: its data directory, `my.cnf`, `mariadbd` process and status.
 use crate::certs::NodeTls;
+use crate::endpoint::Endpoint;
 use crate::error::{Error, Result};
 use crate::ports::NodePorts;
 use crate::position::{parse_position, read_saved_state, Position, SavedState};
@@ -317,29 +318,16 @@ user = root
 
     /// Runs SQL through the `mariadb` client over the socket; returns its tab-separated output.
     pub fn sql(&self, sql: &str) -> Result<String> {
-        let output = run_checked(
-            Command::new("mariadb").arg("--no-defaults").arg("-S").arg(self.socket()).args([
-                "-uroot",
-                "-N",
-                "-B",
-                "--connect-timeout=5",
-                "-e",
-                sql,
-            ]),
-            SQL_TIMEOUT,
-        )?;
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        self.endpoint().sql(sql, SQL_TIMEOUT)
     }
 
-    /// `SHOW STATUS LIKE 'wsrep%'`.
+    /// `SHOW GLOBAL STATUS LIKE 'wsrep%'`.
     pub fn status(&self) -> Result<WsrepStatus> {
-        let text = self.sql("SHOW STATUS LIKE 'wsrep%'")?;
-        let variables = text
-            .lines()
-            .filter_map(|line| line.split_once('\t'))
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect();
-        Ok(WsrepStatus { variables })
+        self.endpoint().wsrep_status(SQL_TIMEOUT)
+    }
+
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint::Socket(self.socket())
     }
 
     /// `grastate.dat` as the provider last wrote it.
@@ -404,6 +392,16 @@ pub struct WsrepStatus {
 }
 
 impl WsrepStatus {
+    /// From the client's tab-separated `name value` lines.
+    pub fn parse(text: &str) -> Self {
+        let variables = text
+            .lines()
+            .filter_map(|line| line.split_once('\t'))
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        Self { variables }
+    }
+
     pub fn get(&self, name: &str) -> Option<&str> {
         self.variables.get(name).map(String::as_str)
     }

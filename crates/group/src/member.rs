@@ -1533,10 +1533,20 @@ impl<S: LogStore> Member<S> {
     }
 
     fn install_snapshot(&mut self, from: MemberId, state: AppliedState) {
-        if self.leader != Some(from) || state.position.index <= self.applied.position.index {
+        // Terms only grow along one history, so a boundary at or below our applied index with a
+        // later term is not ours: a forced primary component (`force_primary`) started it while
+        // we were cut off. It replaces our state as a later one would.
+        let behind = state.position.index <= self.applied.position.index;
+        let forced_elsewhere = behind && state.position.term > self.applied.position.term;
+        if self.leader != Some(from) || (behind && !forced_elsewhere) {
             return;
         }
-        if !self.raft.compact(state.position, &state.membership) {
+        if forced_elsewhere {
+            // Raft never replaces committed entries, and the forced history does: our
+            // consensus starts over from its boundary, as it did on the forcing member.
+            let hard = self.raft.hard_state();
+            self.raft = Consensus::restart(self.info.id, hard, state.position, &state.membership, Vec::new());
+        } else if !self.raft.compact(state.position, &state.membership) {
             log::warn!("{}: snapshot from {from} refused", self.info.id);
             return;
         }
@@ -1549,9 +1559,27 @@ impl<S: LogStore> Member<S> {
             self.failed = Some(e.to_string());
             return;
         }
-        // A Note: a member that was away longer than the leader's cache holds catches up so,
-        // and its application then takes a state transfer.
-        log::info!("{}: the order up to seqno {} is not retained by {from}: skipping it", self.info.id, state.seqno);
+        // A forced component's boundary is the state we both applied plus its view: with
+        // nothing else skipped, that view is all we missed (Galera: the partition heals with
+        // an IST of what followed, not a full transfer).
+        let only_the_forced_view = forced_elsewhere
+            && state.position.index == self.applied.position.index
+            && state.seqno == self.applied.seqno + 1;
+        if only_the_forced_view {
+            log::info!(
+                "{}: joining the primary component {from} formed without us at seqno {}",
+                self.info.id,
+                state.seqno
+            );
+        } else {
+            // A Note: a member that was away longer than the leader's cache holds catches up
+            // so, and its application then takes a state transfer.
+            log::info!(
+                "{}: the order up to seqno {} is not retained by {from}: skipping it",
+                self.info.id,
+                state.seqno
+            );
+        }
         // Our own writesets in the skipped range cannot be matched to seqnos any more. An
         // upload whose end had not gone out was not ordered; its parts are nobody's business.
         self.resend.clear();
@@ -1566,12 +1594,16 @@ impl<S: LogStore> Member<S> {
             }
         }
         let (index, seqno) = (state.position.index, state.seqno);
+        let view = state.view.clone();
         self.applied = state;
         self.checkpoints.clear();
-        // Skipped: numbered events up to `seqno` and maybe messages after it (a boundary
-        // may fall among them), so the gap may repeat the last seqno delivered. Below
-        // `resume_after` none of it would have been delivered.
-        if seqno >= self.resume_after {
+        if only_the_forced_view {
+            let bytes = view.encode();
+            self.recv_queue.push_back((index, Delivered { seqno, kind: DeliveredKind::View(view), bytes }));
+        } else if seqno >= self.resume_after {
+            // Skipped: numbered events up to `seqno` and maybe messages after it (a boundary
+            // may fall among them), so the gap may repeat the last seqno delivered. Below
+            // `resume_after` none of it would have been delivered.
             let gap = Delivered { seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() };
             self.recv_queue.push_back((index, gap));
         }

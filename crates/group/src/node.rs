@@ -543,6 +543,11 @@ impl GroupNode {
         self.input(Event::IgnoreSplitBrain(on));
     }
 
+    /// Galera's `gmcast.isolate`: cut off from every peer (as by a network failure) or back.
+    pub fn set_isolated(&self, on: bool) {
+        self.transport.set_isolated(on);
+    }
+
     pub fn local_addr(&self) -> std::net::SocketAddr {
         self.transport.local_addr()
     }

@@ -14,6 +14,8 @@ enum Kind {
     Text,
     Bool,
     Integer,
+    /// An integer in this range, both ends included.
+    Within(i64, i64),
     Float,
     /// Bytes, with an optional K/M/G/T suffix.
     Size,
@@ -109,7 +111,7 @@ const SPECS: &[Spec] = &[
     opt("pc.version", Kind::Integer, "0"),
     opt("pc.wait_prim", Kind::Bool, "true"),
     opt("pc.wait_prim_timeout", Kind::Period, "PT30S"),
-    opt("pc.weight", Kind::Integer, "1"),
+    opt("pc.weight", Kind::Within(0, 255), "1"),
     opt("protonet.backend", Kind::Text, "asio"),
     opt("protonet.version", Kind::Integer, "0"),
     opt("repl.causal_read_timeout", Kind::Period, "PT30S"),
@@ -121,7 +123,7 @@ const SPECS: &[Spec] = &[
     opt("socket.recv_buf_size", Kind::Text, "auto"),
     opt("socket.send_buf_size", Kind::Text, "auto"),
     hidden("gcache.freeze_purge_at_seqno", Kind::Text, "-1"),
-    hidden("gmcast.isolate", Kind::Integer, "0"),
+    hidden("gmcast.isolate", Kind::Within(0, 2), "0"),
     hidden("gmcast.peer_addr", Kind::Text, ""),
     hidden("ist.keep_keys", Kind::Bool, "yes"),
     hidden("ist.recv_bind", Kind::Text, ""),
@@ -235,6 +237,11 @@ impl Options {
         parse_period(self.get(key)).unwrap_or(Duration::from_secs(30))
     }
 
+    /// An integer option's value (0 for one that does not parse, which `apply` refuses).
+    pub fn integer(&self, key: &str) -> i64 {
+        self.get(key).parse().unwrap_or(0)
+    }
+
     pub fn size(&self, key: &str) -> u64 {
         parse_size(self.get(key)).unwrap_or(u64::MAX)
     }
@@ -274,6 +281,7 @@ fn check_value(kind: Kind, value: &str) -> Result<(), ParseError> {
         Kind::Text => true,
         Kind::Bool => parse_bool(value).is_some(),
         Kind::Integer => value.parse::<i64>().is_ok(),
+        Kind::Within(low, high) => value.parse::<i64>().is_ok_and(|v| (low..=high).contains(&v)),
         Kind::Float => value.parse::<f64>().is_ok_and(f64::is_finite),
         Kind::Size => parse_size(value).is_some(),
         Kind::Period => parse_period(value).is_some(),
@@ -281,7 +289,11 @@ fn check_value(kind: Kind, value: &str) -> Result<(), ParseError> {
     if ok {
         Ok(())
     } else {
-        Err(ParseError(format!("'{value}' is not a valid {kind:?}").to_lowercase()))
+        let expected = match kind {
+            Kind::Within(low, high) => format!("an integer from {low} to {high}"),
+            kind => format!("a valid {kind:?}").to_lowercase(),
+        };
+        Err(ParseError(format!("'{value}' is not {expected}")))
     }
 }
 
@@ -372,6 +384,8 @@ mod tests {
         assert_eq!(o.period("repl.causal_read_timeout"), Duration::from_secs(90));
         o.apply("gmcast.isolate=1").unwrap();
         o.apply("gmcast.isolate=0").unwrap();
+        let refused = o.apply("gmcast.isolate=3").unwrap_err().to_string();
+        assert!(refused.contains("'3' is not an integer from 0 to 2"), "{refused}");
         assert_eq!(o.render(), text, "setting and resetting a hidden option leaves the echo alone");
         o.apply("ist.recv_bind=127.0.0.1").unwrap();
         assert!(o.render().contains("ist.recv_bind = 127.0.0.1"), "a hidden option given a value is echoed");

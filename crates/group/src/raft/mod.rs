@@ -237,6 +237,10 @@ impl Consensus {
         self.node.current_term().get()
     }
 
+    pub fn hard_state(&self) -> HardState {
+        HardState { term: self.term(), voted_for: self.node.voted_for().map(|n| MemberId(n.get())) }
+    }
+
     pub fn commit_index(&self) -> u64 {
         self.node.commit_index().get()
     }
@@ -305,10 +309,7 @@ impl Consensus {
 
     /// Takes the pending actions.
     pub fn drain(&mut self) -> Vec<Action> {
-        let hard = HardState {
-            term: self.node.current_term().get(),
-            voted_for: self.node.voted_for().map(|n| MemberId(n.get())),
-        };
+        let hard = self.hard_state();
         let mut out = Vec::new();
         for action in self.node.actions_mut() {
             out.push(match action {

@@ -382,6 +382,13 @@ impl Sim {
         }
     }
 
+    /// `pc.ignore_sb` of member `id` alone, set at runtime.
+    pub fn set_ignore_split_brain(&mut self, id: MemberId, on: bool) {
+        if let Some(m) = self.nodes[id.0 as usize - 1].member.as_mut() {
+            m.set_ignore_split_brain(on);
+        }
+    }
+
     pub fn now_ms(&self) -> u64 {
         self.now_ms
     }

@@ -254,3 +254,51 @@ fn writesets_in_parts_commit_among_small_ones_and_an_origin_crashing_mid_way_lea
         assert_eq!(seqno(&sim, n), before + 1, "member {n}");
     }
 }
+
+/// mtr `galera.galera_ist_recv_bind`, `GAL-401`: with `pc.ignore_sb` on one side, a member cut
+/// off by a partition (`gmcast.isolate`), not a crash, rejoins the forced component once the
+/// partition heals, without a restart, and misses nothing but the forced view.
+#[test]
+fn with_ignore_sb_a_member_cut_off_by_a_partition_rejoins_the_forced_component_when_it_heals() {
+    fn delivered(sim: &mut Sim, n: u64) -> Vec<String> {
+        let mut kinds = Vec::new();
+        while let Some((d, _)) = sim.pop_delivered(id(n)).unwrap() {
+            kinds.push(match d.kind {
+                DeliveredKind::View(v) => format!("view {} of {}", v.view_id, v.members.len()),
+                DeliveredKind::Writeset { .. } => String::from_utf8_lossy(&d.bytes).into_owned(),
+                other => format!("{other:?}"),
+            });
+        }
+        kinds
+    }
+    let config = GroupConfig::new("sim");
+    let mut sim = Sim::new(9, 2, config.clone());
+    sim.set_external_application(true);
+    sim.run_for(10_000).unwrap();
+    for n in 1..=2 {
+        delivered(&mut sim, n);
+    }
+    sim.set_ignore_split_brain(id(1), true);
+    sim.partition(&[1].into());
+    sim.run_for(config.suspect_timeout_ms + 3_000).unwrap();
+    let forced = sim.status(id(1)).unwrap();
+    let cut_off = sim.status(id(2)).unwrap();
+    assert!(forced.primary && forced.view.members.len() == 1, "{forced:?}");
+    assert!(!cut_off.primary, "{cut_off:?}");
+    assert!(sim.submit_tagged(id(1), b"alone".to_vec(), 7, false));
+    sim.run_for(1_000).unwrap();
+    // The forced view, and the view of its remerge (the server sees the one primary view).
+    assert_eq!(delivered(&mut sim, 1), ["view 3 of 1", "view 4 of 1", "alone"]);
+    sim.heal();
+    sim.run_for(10_000).unwrap();
+    for n in 1..=2 {
+        let s = sim.status(id(n)).unwrap();
+        assert!(s.primary && s.view.members.len() == 2, "{s:?}");
+    }
+    // That view, then what followed, and no state gap: its application catches up without a
+    // full transfer.
+    let back = delivered(&mut sim, 2);
+    assert_eq!(back[..4], ["view 3 of 1", "view 4 of 1", "alone", "view 5 of 2"], "{back:?}");
+    assert!(back[4..].iter().all(|k| k.ends_with("of 2")), "then at most the remerge views: {back:?}");
+    assert!(sim.submit_tagged(id(2), b"back".to_vec(), 8, false));
+}

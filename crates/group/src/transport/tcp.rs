@@ -43,6 +43,8 @@ struct Shared {
     refusals: Refusals,
     /// Accepted connections whose hello is not in yet.
     unauthenticated: AtomicUsize,
+    /// Galera's `gmcast.isolate`: no connection in or out, nothing sent or delivered.
+    isolated: AtomicBool,
 }
 
 pub struct Transport {
@@ -82,6 +84,7 @@ impl Transport {
             tls,
             refusals: Refusals::default(),
             unauthenticated: AtomicUsize::new(0),
+            isolated: AtomicBool::new(false),
         });
         let deliver: Deliver = Arc::new(deliver);
         let acceptor_shared = shared.clone();
@@ -139,8 +142,22 @@ impl Transport {
         }
     }
 
+    /// Galera's `gmcast.isolate`: cuts this member off from every peer as a network failure
+    /// would (open connections close, new ones are refused, nothing is sent or delivered)
+    /// until turned off again.
+    pub fn set_isolated(&self, on: bool) {
+        self.shared.isolated.store(on, Ordering::SeqCst);
+        if on {
+            // Their threads end with their queues, closing the connections.
+            self.writers.lock().expect("not poisoned").clear();
+        }
+    }
+
     /// Queues a message; drops it if the peer's queue is full or it has no address.
     pub fn send(&self, to: MemberId, message: Message) {
+        if self.shared.isolated.load(Ordering::SeqCst) {
+            return;
+        }
         let mut writers = self.writers.lock().expect("not poisoned");
         let writer = writers.entry(to).or_insert_with(|| self.start_writer(to));
         if writer.queued_bytes.load(Ordering::Relaxed) >= OUTBOUND_QUEUE_BYTES {
@@ -224,6 +241,9 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, deliver: &Deliver) 
             return;
         }
         let Ok(stream) = stream else { continue };
+        if shared.isolated.load(Ordering::SeqCst) {
+            continue;
+        }
         // Without this cap a flood of silent connections would cost a thread each.
         if shared.unauthenticated.load(Ordering::SeqCst) >= MAX_UNAUTHENTICATED {
             if !flood_logged {
@@ -285,7 +305,8 @@ fn read_loop(
         if message.from != theirs.member {
             return Err(TransportError::Unexpected("sender differs from the hello"));
         }
-        if shared.stopping.load(Ordering::SeqCst) {
+        // Peers send at least a heartbeat per tick, so isolation closes this at once.
+        if shared.stopping.load(Ordering::SeqCst) || shared.isolated.load(Ordering::SeqCst) {
             return Ok(());
         }
         deliver(message);
@@ -310,6 +331,9 @@ fn connect(to: MemberId, shared: &Shared) -> Result<BufWriter<Stream>, Transport
 /// Connects to `address` (resolving a host name, trying each of its addresses), opens TLS
 /// when configured and exchanges hellos.
 fn dial(address: &str, shared: &Shared) -> Result<(Stream, Hello), TransportError> {
+    if shared.isolated.load(Ordering::SeqCst) {
+        return Err(TransportError::Unexpected("connection while isolated (gmcast.isolate)"));
+    }
     let mut last = TransportError::Unexpected("peer address resolves to nothing");
     for socket in address.to_socket_addrs()? {
         match TcpStream::connect_timeout(&socket, CONNECT_TIMEOUT) {
@@ -343,7 +367,8 @@ fn write_loop(to: MemberId, queue: Receiver<Message>, shared: Arc<Shared>, queue
         record::encode_with(RecordKind::Message, message.payload_bytes() + 256, |w| message.encode_into(w))
     };
     let mut connection: Option<BufWriter<Stream>> = None;
-    let mut last_error = String::new();
+    // One line per outage: a peer that refuses or resets in turn would otherwise alternate.
+    let mut outage_logged = false;
     while let Ok(first) = queue.recv().map(take) {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
@@ -352,11 +377,10 @@ fn write_loop(to: MemberId, queue: Receiver<Message>, shared: Arc<Shared>, queue
             match connect(to, &shared) {
                 Ok(c) => connection = Some(c),
                 Err(e) => {
-                    let text = e.to_string();
                     // Peers come and go with membership: the view change is what matters.
-                    if text != last_error {
-                        log::info!("{} cannot reach {to}: {text}", shared.hello.member);
-                        last_error = text;
+                    if !outage_logged {
+                        log::info!("{} cannot reach {to}: {e} (retrying)", shared.hello.member);
+                        outage_logged = true;
                     }
                     // Drop what queued meanwhile: Raft resends, and stale votes are noise.
                     thread::sleep(RECONNECT_PAUSE);
@@ -364,7 +388,7 @@ fn write_loop(to: MemberId, queue: Receiver<Message>, shared: Arc<Shared>, queue
                     continue;
                 }
             }
-            last_error.clear();
+            outage_logged = false;
         }
         let stream = connection.as_mut().expect("connected above");
         let mut result = stream.write_all(&encode(first));

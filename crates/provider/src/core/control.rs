@@ -308,7 +308,9 @@ impl<W: Clone + PartialEq> Core<W> {
 
     pub fn resync(&mut self) -> Status {
         if self.desync_count == 0 {
-            log::warn!("resync requested but the node is not desynced");
+            // A Note: the loss of the primary component ended the desync the server asks
+            // to end (it still counts it).
+            log::info!("resync requested but the node is not desynced");
             return Status::Ok;
         }
         self.desync_count -= 1;

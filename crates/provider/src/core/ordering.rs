@@ -687,6 +687,12 @@ impl<W: Clone + PartialEq> Core<W> {
             self.set_phase(Phase::Joined);
             self.synced_before_loss = true;
         }
+        if self.desync_count > 0 {
+            // As Galera: leaving the primary component ends the donor or desynced state, and
+            // the node comes back synced (mtr GAL-401).
+            log::info!("desync (count {}) cleared: this node left the primary component", self.desync_count);
+            self.desync_count = 0;
+        }
         // A Note, as Galera logs its non-primary view: partitions are an operating condition.
         log::info!("lost the primary component: this node refuses writes until it rejoins one");
         let view = View {

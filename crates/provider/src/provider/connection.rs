@@ -131,6 +131,7 @@ impl Provider {
             }
         };
         let (checkpoints, to_write) = std::sync::mpsc::sync_channel::<Box<Checkpoint>>(1);
+        node.set_isolated(lock(&self.options).integer("gmcast.isolate") != 0);
         *lock(&self.link) = Some(Arc::new(Link { generation, node, checkpoints }));
         // Ends when the connection's link (the sender) is dropped.
         self.spawn_guarded("lockstep-checkpoint", generation, move || {

@@ -138,14 +138,23 @@ impl Provider {
     }
 
     pub fn options_set(&self, text: &str) -> Result<(), String> {
-        let (settings, ignore_split_brain) = {
+        let (settings, ignore_split_brain, isolation) = {
             let mut options = lock(&self.options);
+            let isolation_before = options.integer("gmcast.isolate");
             options.apply(text).map_err(|e| e.to_string())?;
-            (settings(&options), connection::ignores_split_brain(&options))
+            let isolation = options.integer("gmcast.isolate");
+            (
+                settings(&options),
+                connection::ignores_split_brain(&options),
+                (isolation != isolation_before).then_some(isolation),
+            )
         };
         self.with_core(|core| core.configure(settings));
         if let Some(link) = self.link() {
             link.node.set_ignore_split_brain(ignore_split_brain);
+        }
+        if let Some(isolation) = isolation {
+            self.isolate(isolation);
         }
         let triggered = crate::options::triggered(text);
         if triggered.contains(&"pc.bootstrap") {
@@ -166,6 +175,24 @@ impl Provider {
             }
         }
         Ok(())
+    }
+
+    /// Galera's `gmcast.isolate`: 1 cuts the node off from every peer as a network failure
+    /// would (it loses the primary component unless it can keep one alone), 0 ends that, 2
+    /// also ends the node's replication for good (Galera terminates its group backend).
+    fn isolate(&self, isolation: i64) {
+        let link = self.link();
+        if let Some(link) = &link {
+            link.node.set_isolated(isolation != 0);
+        }
+        match (isolation, link.is_some()) {
+            (0, _) => log::info!("gmcast.isolate=0: group traffic resumes"),
+            (1, true) => log::info!("gmcast.isolate=1: this node is cut off from the group until gmcast.isolate=0"),
+            (_, true) => {
+                self.with_core(|core| core.fail("gmcast.isolate=2: group communication terminated on request"))
+            }
+            (_, false) => log::info!("gmcast.isolate={isolation}: not connected; takes effect at connect"),
+        }
     }
 
     /// The core, locked. A panic that poisoned the lock left the core in a state nobody

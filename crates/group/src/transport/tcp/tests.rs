@@ -181,3 +181,28 @@ fn a_seed_address_is_resolved_to_its_member_and_our_own_is_ignored() {
     assert_eq!(late_rx.recv_timeout(Duration::from_secs(5)).unwrap(), MemberId(3));
     assert!(a_rx.try_recv().is_err());
 }
+
+#[test]
+fn an_isolated_member_neither_sends_nor_receives_until_isolation_ends() {
+    let (a, a_rx) = listening(1, "c");
+    let (b, b_rx) = listening(2, "c");
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    b.set_address(MemberId(1), &a.local_addr().to_string());
+    a.send(MemberId(2), message(1));
+    assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
+    b.set_isolated(true);
+    // The open connection from a is closed at its next message, which is not delivered.
+    a.send(MemberId(2), message(1));
+    b.send(MemberId(1), message(2));
+    assert!(b_rx.recv_timeout(Duration::from_millis(300)).is_err());
+    assert!(a_rx.try_recv().is_err());
+    b.set_isolated(false);
+    // a's writer reconnects at its next message; the first after the drop may be lost.
+    let delivered = (0..50).any(|_| {
+        a.send(MemberId(2), message(1));
+        b_rx.recv_timeout(Duration::from_millis(200)).is_ok()
+    });
+    assert!(delivered, "a reaches b again once isolation ends");
+    b.send(MemberId(1), message(2));
+    assert_eq!(a_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(2));
+}
