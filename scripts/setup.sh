@@ -2,11 +2,12 @@
 # Installs what building and testing Lockstep needs on a Debian 12 machine, as root: MariaDB
 # 10.11 with Galera 4 (the reference provider), sysbench, rsync and mariadb-backup (the SST
 # methods of MariaDB's scripts; mtr's mariabackup tests need the latter), MariaDB's mtr suites,
-# openssl (the certificates of `lockstep cluster up`), python3 (licence check) and PyMySQL (the
-# read-after-write client of bench/commit-path.sh). Idempotent; quick when everything is present.
+# openssl (the certificates of `lockstep cluster up`), python3 (licence check), PyMySQL (the
+# read-after-write client of bench/commit-path.sh) and prometheus-mysqld-exporter (the monitoring
+# test). Idempotent; quick when everything is present.
 set -euo pipefail
 
-packages=(mariadb-server mariadb-client mariadb-backup galera-4 sysbench rsync mariadb-test mariadb-test-data openssl python3-pymysql)
+packages=(mariadb-server mariadb-client mariadb-backup galera-4 sysbench rsync mariadb-test mariadb-test-data openssl python3-pymysql prometheus-mysqld-exporter)
 command -v python3 >/dev/null || packages+=(python3)
 
 missing=()
@@ -34,10 +35,12 @@ if ((${#missing[@]} > 0)); then
     fi
 fi
 
-# Whatever installed it, no system server may be left running or enabled.
-if [[ -d /run/systemd/system ]] && systemctl is-enabled --quiet mariadb 2>/dev/null; then
-    systemctl disable --now mariadb
-fi
+# Whatever installed them, no system server or exporter may be left running or enabled.
+for service in mariadb prometheus-mysqld-exporter; do
+    if [[ -d /run/systemd/system ]] && systemctl is-enabled --quiet "$service" 2>/dev/null; then
+        systemctl disable --now "$service"
+    fi
+done
 system_pid_file=/run/mysqld/mysqld.pid
 if [[ -s $system_pid_file ]] && kill -0 "$(cat "$system_pid_file")" 2>/dev/null; then
     echo "setup: stopping the system mariadbd"

@@ -37,6 +37,9 @@ pub struct Status {
     pub history: [u8; 16],
     /// Last seqno applied (delivered or suppressed).
     pub last_seqno: Seqno,
+    /// The first seqno this member's cache still holds (Galera's `local_cached_downto`);
+    /// past `last_seqno` when it holds none.
+    pub cached_from: Seqno,
     pub recv_queue: usize,
     pub senders_paused: bool,
     /// Asked to leave and no longer in the view: the driver may stop it.
@@ -317,6 +320,7 @@ impl<S: LogStore> Member<S> {
             view: self.applied.view.clone(),
             history: self.applied.history,
             last_seqno: self.applied.seqno,
+            cached_from: self.store.boundary().seqno + 1,
             recv_queue: self.recv_queue.len(),
             senders_paused: self.paused,
             left: self.has_left(),

@@ -349,13 +349,18 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         if !self.committed.reached(after) {
             self.committed.wait_for(after, waiter.clone());
+            self.counters.apply_monitor.wait();
             return None;
         }
         if held {
             self.unpause_waiters.push(waiter.clone());
             return None;
         }
-        Some(if self.committed.is_finished(seqno) { Turn::Skip } else { Turn::Go })
+        if self.committed.is_finished(seqno) {
+            return Some(Turn::Skip);
+        }
+        self.counters.apply_monitor.enter(seqno, self.committed.last_contiguous());
+        Some(Turn::Go)
     }
 
     /// `seqno` needs nothing more here (a view delivered, a transferred configuration change).

@@ -72,6 +72,7 @@ impl<W: Clone + PartialEq> Core<W> {
             ist_addr: opening.ist_addr,
             donors: opening.donors,
             leader: None,
+            cached: None,
             donor: None,
             checkpoint: opening.checkpoint,
         });

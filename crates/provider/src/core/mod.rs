@@ -154,6 +154,8 @@ pub struct Connection {
     pub donors: String,
     /// The member that orders writesets now, as the group last reported.
     pub leader: Option<MemberId>,
+    /// The first seqno the group's cache here holds, as last reported (none when empty).
+    pub cached: Option<Seqno>,
     /// The donor chosen for our state request, once it is ordered.
     pub donor: Option<MemberId>,
     /// The certification checkpoint found at the start, until the first delivery says
@@ -325,6 +327,9 @@ pub struct Counters {
     pub interval_sum: i64,
     pub recv_queue: stats::QueueSamples,
     pub send_queue: stats::QueueSamples,
+    pub apply_monitor: stats::MonitorSamples,
+    pub commit_monitor: stats::MonitorSamples,
+    pub replication_latency: stats::LatencySamples,
 }
 
 /// The node's whole provider state. `W` identifies a waiting thread (a real thread in the

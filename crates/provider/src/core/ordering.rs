@@ -163,6 +163,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let primary = status.primary;
         let c = self.connection.as_mut().expect("current");
         c.leader = status.leader;
+        c.cached = (status.cached_from <= status.last_seqno).then_some(status.cached_from as Seqno);
         // Delivery stops at our request until the donor's stream is in: a donor that left the
         // group (crashed) will never send it.
         if let (CatchUp::AtRequest(at), Some(donor)) = (c.catch_up, c.donor) {

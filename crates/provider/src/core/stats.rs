@@ -45,6 +45,73 @@ impl QueueSamples {
     }
 }
 
+/// One of Galera's monitors as its status reports it, since the last `FLUSH STATUS`: how
+/// often a seqno entered while an earlier one had not left (`_oooe`, out-of-order entry), how
+/// many were in at once on average (`_window`: the highest entered minus the last that left,
+/// at each entry) and how many entries had to wait (`_waits`). Galera never counts `_oool`.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct MonitorSamples {
+    entered: i64,
+    out_of_order: i64,
+    window_sum: i64,
+    last_entered: i64,
+    waits: i64,
+}
+
+impl MonitorSamples {
+    /// `seqno` enters while everything up to `last_left` has left.
+    pub fn enter(&mut self, seqno: i64, last_left: i64) {
+        self.last_entered = self.last_entered.max(seqno);
+        self.entered += 1;
+        self.out_of_order += i64::from(last_left + 1 < seqno);
+        self.window_sum += (self.last_entered - last_left).max(0);
+    }
+
+    pub fn wait(&mut self) {
+        self.waits += 1;
+    }
+
+    fn out_of_order_share(&self) -> f64 {
+        average(self.out_of_order, self.entered)
+    }
+
+    fn window(&self) -> f64 {
+        average(self.window_sum, self.entered)
+    }
+}
+
+/// Replication latency (a local writeset from submission to its certified place in the
+/// order) since the last `FLUSH STATUS`, reported as Galera reports `evs_repl_latency`:
+/// `min/avg/max/stddev/samples` in seconds.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct LatencySamples {
+    samples: u64,
+    sum: f64,
+    sum_of_squares: f64,
+    min: f64,
+    max: f64,
+}
+
+impl LatencySamples {
+    pub fn sample(&mut self, seconds: f64) {
+        (self.min, self.max) =
+            if self.samples == 0 { (seconds, seconds) } else { (self.min.min(seconds), self.max.max(seconds)) };
+        self.samples += 1;
+        self.sum += seconds;
+        self.sum_of_squares += seconds * seconds;
+    }
+
+    fn render(&self) -> String {
+        if self.samples == 0 {
+            return "0/0/0/0/0".into();
+        }
+        let n = self.samples as f64;
+        let mean = self.sum / n;
+        let deviation = (self.sum_of_squares / n - mean * mean).max(0.0).sqrt();
+        format!("{:.6}/{mean:.6}/{:.6}/{deviation:.6}/{}", self.min, self.max, self.samples)
+    }
+}
+
 fn average(sum: i64, count: i64) -> f64 {
     if count == 0 {
         0.0
@@ -95,7 +162,7 @@ impl<W: Clone + PartialEq> Core<W> {
             ("local_recv_queue_max", Int(c.recv_queue.max)),
             ("local_recv_queue_min", Int(c.recv_queue.min)),
             ("local_recv_queue_avg", Double(c.recv_queue.average())),
-            ("local_cached_downto", Int(-1)),
+            ("local_cached_downto", Int(connection.and_then(|c| c.cached).unwrap_or(-1))),
             ("flow_control_paused_ns", Int(self.flow.paused_ms(self.clock_ms) as i64 * 1_000_000)),
             ("flow_control_paused", Double(self.flow.paused_share(self.clock_ms))),
             ("flow_control_sent", Int(self.flow.stops_sent() as i64)),
@@ -103,13 +170,13 @@ impl<W: Clone + PartialEq> Core<W> {
             ("flow_control_active", Text(self.flow.paused().to_string())),
             ("flow_control_requested", Text(connection.is_some_and(|c| self.flow.requested(c.me)).to_string())),
             ("cert_deps_distance", Double(average(c.deps_distance_sum, c.certified))),
-            ("apply_oooe", Double(0.0)),
+            ("apply_oooe", Double(c.apply_monitor.out_of_order_share())),
             ("apply_oool", Double(0.0)),
-            ("apply_window", Double(0.0)),
-            ("apply_waits", Int(0)),
-            ("commit_oooe", Double(0.0)),
+            ("apply_window", Double(c.apply_monitor.window())),
+            ("apply_waits", Int(c.apply_monitor.waits)),
+            ("commit_oooe", Double(c.commit_monitor.out_of_order_share())),
             ("commit_oool", Double(0.0)),
-            ("commit_window", Double(0.0)),
+            ("commit_window", Double(c.commit_monitor.window())),
             ("local_state", Int(state)),
             ("local_state_comment", Text(comment.into())),
             ("cert_index_size", Int(self.certification.size() as i64)),
@@ -122,7 +189,7 @@ impl<W: Clone + PartialEq> Core<W> {
             ("desync_count", Text(self.desync_count.to_string())),
             ("evs_delayed", Text(String::new())),
             ("evs_evict_list", Text(String::new())),
-            ("evs_repl_latency", Text("0/0/0/0/0".into())),
+            ("evs_repl_latency", Text(c.replication_latency.render())),
             ("evs_state", Text(if connection.is_some() { "OPERATIONAL".into() } else { "CLOSED".into() })),
             ("gcomm_uuid", Text(connection.map_or(String::new(), |c| c.member.to_string()))),
             ("gmcast_segment", Text(outside.segment.to_string())),
@@ -137,6 +204,11 @@ impl<W: Clone + PartialEq> Core<W> {
     /// to end before theirs can go: Galera's send queue.
     pub(super) fn send_queue_len(&self) -> usize {
         self.ordering.in_flight.values().filter(|f| f.outcome.is_none()).count() + self.unpause_waiters.len()
+    }
+
+    /// A local writeset took `latency` from submission to its certified place in the order.
+    pub fn replicated_in(&mut self, latency: std::time::Duration) {
+        self.counters.replication_latency.sample(latency.as_secs_f64());
     }
 
     /// `FLUSH STATUS`: resets the averages and rates, keeps totals and positions.
@@ -162,7 +234,30 @@ impl<W: Clone + PartialEq> Core<W> {
 
 #[cfg(test)]
 mod tests {
-    use super::QueueSamples;
+    use super::{LatencySamples, MonitorSamples, QueueSamples};
+
+    #[test]
+    fn monitor_samples_count_out_of_order_entries_and_the_window() {
+        let mut m = MonitorSamples::default();
+        // 11 enters in order; 13 enters while 12 is still in; 12 waits.
+        m.enter(11, 10);
+        m.enter(13, 11);
+        m.wait();
+        m.enter(12, 11);
+        assert_eq!((m.entered, m.out_of_order, m.waits), (3, 1, 1));
+        assert_eq!(m.window_sum, 1 + 2 + 2);
+        assert!((m.out_of_order_share() - 1.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn replication_latency_renders_as_galera_min_avg_max_stddev_samples() {
+        let mut l = LatencySamples::default();
+        assert_eq!(l.render(), "0/0/0/0/0");
+        for seconds in [0.001, 0.003] {
+            l.sample(seconds);
+        }
+        assert_eq!(l.render(), "0.001000/0.002000/0.003000/0.001000/2");
+    }
 
     #[test]
     fn queue_samples_keep_min_max_and_average_since_the_reset() {

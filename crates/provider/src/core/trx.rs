@@ -192,6 +192,8 @@ impl<W: Clone + PartialEq> Core<W> {
                     Status::BfAbort
                 } else {
                     trx.state = TrxState::Certified;
+                    // A local writeset applies (its client commits) from here on.
+                    self.counters.apply_monitor.enter(seqno, self.committed.last_contiguous());
                     Status::Ok
                 }
             }
@@ -228,12 +230,14 @@ impl<W: Clone + PartialEq> Core<W> {
                     trx.state = TrxState::Committing;
                 }
             }
+            self.counters.commit_monitor.enter(seqno, self.commit_order.last_contiguous());
             return Some(Status::Ok);
         }
         if held && self.commit_order.reached(seqno - 1) {
             self.unpause_waiters.push(waiter.clone());
         } else {
             self.commit_order.wait_for(seqno - 1, waiter.clone());
+            self.counters.commit_monitor.wait();
         }
         if let Some(id) = id {
             self.trx_waiters.insert(id, waiter.clone());

@@ -28,8 +28,14 @@ impl Provider {
             CertifyStart::Done(status, meta) => return (status, meta),
             CertifyStart::Submit { writeset, local_id } => (writeset, local_id),
         };
+        let submitted = Instant::now();
         self.submit(writeset, local_id);
-        self.wait_for(None, |core, me| core.certify_outcome(handle, local_id, me)).expect("no deadline")
+        self.wait_for(None, |core, me| {
+            let outcome = core.certify_outcome(handle, local_id, me)?;
+            core.replicated_in(submitted.elapsed());
+            Some(outcome)
+        })
+        .expect("no deadline")
     }
 
     /// Replicates a rollback fragment for streaming transaction `trx_id` without waiting
