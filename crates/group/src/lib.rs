@@ -58,6 +58,7 @@
 pub mod cache;
 pub mod codec;
 pub mod config;
+pub mod fuzz;
 pub mod member;
 pub mod message;
 pub mod node;

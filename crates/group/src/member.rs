@@ -484,6 +484,15 @@ impl<S: LogStore> Member<S> {
         }
         match message.body {
             Body::Raft { message: raft, payloads } => {
+                if raft.from() != from {
+                    // The transport authenticated the envelope's sender, not this field.
+                    log::warn!(
+                        "{}: dropping a Raft message from {from} that claims to be {}",
+                        self.info.id,
+                        raft.from()
+                    );
+                    return;
+                }
                 self.receive_raft(from, raft, payloads, message.leader_primary);
                 if self.leader == Some(from) {
                     for (id, len) in message.queue_table {
@@ -512,7 +521,7 @@ impl<S: LogStore> Member<S> {
             }
             Body::ForwardRefused { request } => self.forward_again(request),
             Body::ReadIndex { request } => {
-                let index = if self.is_primary() { self.read_index() } else { None };
+                let index = if self.is_primary() && self.in_configuration(from) { self.read_index() } else { None };
                 self.send(from, Body::ReadIndexReply { request, index });
             }
             Body::ReadIndexReply { request, index } => {
@@ -563,8 +572,9 @@ impl<S: LogStore> Member<S> {
                 }
             }
             Body::PreVoteReply { term, granted } => {
+                let voter = self.raft.is_voter(from);
                 if let Some((asked, votes)) = self.pre_vote.as_mut() {
-                    if granted && *asked == term && term == self.raft.term() + 1 {
+                    if granted && voter && *asked == term && term == self.raft.term() + 1 {
                         votes.insert(from);
                         self.campaign_if_elected();
                     }
@@ -1044,6 +1054,12 @@ impl<S: LogStore> Member<S> {
         if self.forwarded_set.contains(&(from, request)) {
             return;
         }
+        if !self.in_configuration(from) {
+            // Only members order writesets: a peer that merely reached our port (and, with
+            // TLS, holds a certificate of the cluster's CA) must join first.
+            log::debug!("{}: not ordering a writeset forwarded by {from}, which is not a member", self.info.id);
+            return;
+        }
         if !(self.is_primary() && self.raft.role() == Role::Leader && self.propose(&op)) {
             self.send(from, Body::ForwardRefused { request });
             return;
@@ -1205,6 +1221,12 @@ impl<S: LogStore> Member<S> {
         let mut voters: BTreeSet<MemberId> = self.raft.latest_membership().all_voters().filter(heard).collect();
         voters.insert(self.info.id);
         voters
+    }
+
+    /// In our view or among the voters of our latest configuration (a member being added may
+    /// be in one before the other).
+    fn in_configuration(&self, id: MemberId) -> bool {
+        self.applied.view.contains(id) || self.raft.latest_membership().all_voters().any(|v| v == id)
     }
 
     fn quorum_in_contact(&self) -> bool {
@@ -1891,6 +1913,46 @@ mod tests {
         let replay = run(&mut j, 0, 5_000);
         assert_eq!(replay[..2], [(100, DeliveredKind::StateGap), (101, view(1))]);
         assert_eq!(j.status().history, [9; 16]);
+    }
+
+    #[test]
+    fn only_members_have_writesets_ordered_and_nobody_speaks_raft_for_another() {
+        let config = GroupConfig::new("t");
+        let mut leader = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), Genesis::default(), 0);
+        let mut follower = Member::join(info(2), config, MemoryStore::new(), &[MemberId(1)], 0);
+        let mut now = 0;
+        while !(leader.status().view.members.len() == 2 && follower.status().primary) {
+            step(&mut leader, &mut follower, now, false);
+            now += 10;
+            assert!(now < 30_000, "no view of two");
+        }
+        let envelope = |body: Body| Message {
+            from: MemberId(7), // a peer that reached the port but never joined
+            group: leader.group(),
+            recv_queue: 0,
+            leader_primary: false,
+            queue_table: vec![],
+            body,
+        };
+        let (forward, read) = (
+            envelope(Body::Forward { request: 1, data: b"intruder".to_vec() }),
+            envelope(Body::ReadIndex { request: 2 }),
+        );
+        // A Raft message in the leader's name, with a term that would depose it.
+        let forged = envelope(Body::Raft { message: RaftMessage::term_notice(MemberId(1), 99), payloads: vec![] });
+        let (last, term) = (leader.status().last_seqno, follower.status().term);
+        leader.receive(forward);
+        leader.receive(read);
+        follower.receive(forged);
+        leader.flush();
+        let replies: Vec<Body> = leader.take_outbox().into_iter().map(|(_, message)| message.body).collect();
+        assert!(!replies.iter().any(|b| matches!(b, Body::ReadIndexReply { index: Some(_), .. })), "{replies:?}");
+        for _ in 0..100 {
+            step(&mut leader, &mut follower, now, false);
+            now += 10;
+        }
+        assert_eq!(leader.status().last_seqno, last, "nothing ordered");
+        assert_eq!(follower.status().term, term, "the forged term was not adopted");
     }
 
     /// One step of two members over an in-memory wire; returns how many messages from

@@ -249,7 +249,6 @@ mod tests {
     use crate::cache::MemoryStore;
     use crate::config::GroupConfig;
     use crate::member::Member;
-    use crate::rng::Rng;
     use crate::sim::Sim;
     use crate::types::MemberId;
 
@@ -270,7 +269,6 @@ mod tests {
     fn corrupted_messages_are_refused_or_handled_never_a_panic() {
         let samples = sample_messages();
         assert!(samples.len() > 20);
-        let mut rng = Rng::new(7);
         let mut member = Member::join(
             MemberInfo {
                 id: MemberId(9),
@@ -285,27 +283,13 @@ mod tests {
             0,
         );
         let (mut refused, mut accepted) = (0, 0);
-        for round in 0..20_000u64 {
-            let mut bytes = samples[rng.range(0, samples.len() as u64) as usize].clone();
-            match rng.range(0, 3) {
-                0 => {
-                    let at = rng.range(0, bytes.len() as u64) as usize;
-                    bytes[at] ^= 1 << rng.range(0, 8);
-                }
-                1 => bytes.truncate(rng.range(0, bytes.len() as u64) as usize),
-                _ => {
-                    let at = rng.range(0, bytes.len() as u64) as usize;
-                    bytes[at] = rng.next_u64() as u8;
-                    let at = rng.range(0, bytes.len() as u64) as usize;
-                    bytes[at] = rng.next_u64() as u8;
-                }
-            }
+        for (round, bytes) in crate::fuzz::corruptions(&samples, 20_000, 7).enumerate() {
             match Message::decode(&bytes) {
                 Err(_) => refused += 1,
                 Ok(message) => {
                     accepted += 1;
                     member.receive(message);
-                    member.tick(round);
+                    member.tick(round as u64);
                     member.flush();
                     member.take_outbox();
                 }

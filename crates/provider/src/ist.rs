@@ -418,6 +418,16 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn corrupted_frames_are_refused_or_decoded_never_a_panic() {
+        let samples: Vec<Vec<u8>> =
+            [HEADER.encode(), preload().encode()].into_iter().chain(items().iter().map(Item::encode)).collect();
+        for bytes in lockstep_group::fuzz::corruptions(&samples, 20_000, 3) {
+            let _ = Header::decode(&bytes);
+            let _ = decode_part(&bytes, true);
+        }
+    }
+
+    #[test]
     fn donors_refused_by_tls_fail_and_the_joiner_waits_on_for_a_good_one() {
         let receiver = Receiver::bind_with_tls("127.0.0.1:0", Some(tls("a-node2", "a"))).unwrap();
         let address = receiver.local_addr().unwrap().to_string();

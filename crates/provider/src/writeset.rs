@@ -225,6 +225,36 @@ mod tests {
     }
 
     #[test]
+    fn corrupted_writesets_and_control_messages_are_refused_or_decoded_never_a_panic() {
+        let ws = Writeset {
+            source: SourceTrx { node: Uuid([3; 16]), trx_id: 17, conn_id: 4 },
+            local_id: 2,
+            last_seen: 40,
+            flags: 0x41,
+            keys: vec![
+                Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update),
+                Key::new(vec![b"db".to_vec(), b"u".to_vec()], KeyType::Shared),
+            ],
+            data: vec![9; 64],
+        };
+        let control = Control::StateRequest {
+            sst_request: b"rsync\x00127.0.0.1:4444/rsync_sst\x00".to_vec(),
+            position: Gtid::new(Uuid([3; 16]), 12),
+            donors: "node1,".into(),
+            has_state: true,
+            ist_addr: "127.0.0.1:4568".into(),
+            id: 77,
+        };
+        let samples = [ws.encode(), control.encode(), Control::Vote { seqno: 12, outcome: 5 }.encode()];
+        let mut decoded = 0;
+        for bytes in lockstep_group::fuzz::corruptions(&samples, 20_000, 5) {
+            decoded += usize::from(Writeset::decode(bytes.clone()).is_ok());
+            decoded += usize::from(Control::decode(&bytes).is_ok());
+        }
+        assert!(decoded > 0, "some corruptions still decode (a flipped data byte)");
+    }
+
+    #[test]
     fn garbage_is_an_error_not_a_panic() {
         let ws = Writeset {
             source: SourceTrx { node: Uuid::NIL, trx_id: 1, conn_id: 1 },
