@@ -188,8 +188,10 @@ unsafe extern "C" fn options_set(wsrep: W, conf: *const c_char) -> wsrep_status_
         match i.provider.options_set(&text(conf)) {
             Ok(()) => OK,
             Err(message) => {
+                // Galera's status for a refused option: the server reports "Set options
+                // returned 7" and the SET fails; nothing changed.
                 log::warn!("{message}");
-                WARNING
+                NODE_FAIL
             }
         }
     })

@@ -105,12 +105,15 @@ pub struct Member<S: LogStore> {
     seeds: BTreeSet<MemberId>,
     /// Our bootstrap id as the cache names it, before the log's genesis is applied again.
     cached_group: u64,
-    /// Members of an earlier bootstrap of this cluster we already warned about.
-    stale_peers: BTreeSet<MemberId>,
+    /// Members of another bootstrap of this cluster we already logged.
+    other_bootstrap_peers: BTreeSet<MemberId>,
     /// A restarted member's cache is of the group it finds (a peer of the same bootstrap
     /// answered, or it is primary): until then its replay is not handed over, since a later
     /// bootstrap would replace it.
     confirmed: bool,
+    /// Restarted and primary alone (the old group's sole voter) without a word from a peer of
+    /// our bootstrap yet: a later bootstrap then means our state is stale, and we stop.
+    alone_since_restart: bool,
     /// A member of a later bootstrap spoke to us before we were confirmed: our cache is to be
     /// discarded and we join that cluster as a new member (the driver does it).
     later_bootstrap: Option<MemberId>,
@@ -183,6 +186,7 @@ impl<S: LogStore> Member<S> {
         }
         member.cached_group = Self::cached_group(&member.store, &boundary);
         member.confirmed = false;
+        member.alone_since_restart = true;
         member.applied = boundary;
         member.replayed_through = member.store.last_index();
         member.lost_primary = true;
@@ -269,8 +273,9 @@ impl<S: LogStore> Member<S> {
             queue_lengths: BTreeMap::new(),
             seeds: BTreeSet::new(),
             cached_group: 0,
-            stale_peers: BTreeSet::new(),
+            other_bootstrap_peers: BTreeSet::new(),
             confirmed: true,
+            alone_since_restart: false,
             later_bootstrap: None,
             next_join_ms: now_ms,
             pre_vote: None,
@@ -1327,12 +1332,16 @@ impl<S: LogStore> Member<S> {
     }
 
     /// Members of two bootstraps of one cluster never mix (docs/design/group-bootstrap-id.md):
-    /// a message of an earlier one is dropped and answered with `Stale`; one of a later
-    /// one means our cache is from before it, and we stop rather than run beside it.
+    /// a message of an earlier one is dropped and answered with `Stale`; one of a later one
+    /// makes a restarted member's unconfirmed cache void, stops a restarted sole voter that
+    /// no peer of its own bootstrap has answered, and is ignored by a member that served with
+    /// peers, which goes on as its own cluster beside it (Galera: two clusters of one name).
     fn same_bootstrap(&mut self, from: MemberId, theirs: u64) -> bool {
         let ours = self.group();
         if theirs == 0 || ours == 0 || theirs == ours {
-            self.confirmed |= theirs != 0 && theirs == ours;
+            let peer = theirs != 0 && theirs == ours;
+            self.confirmed |= peer;
+            self.alone_since_restart &= !peer;
             return true;
         }
         if theirs > ours && !self.confirmed {
@@ -1341,7 +1350,7 @@ impl<S: LogStore> Member<S> {
             self.later_bootstrap = Some(from);
             return false;
         }
-        if theirs > ours {
+        if theirs > ours && self.alone_since_restart {
             self.failed = Some(format!(
                 "member {from} belongs to a later bootstrap of this cluster (bootstrap {theirs:x}) than this \
                  member's cache (bootstrap {ours:x}): this node's state is from before that bootstrap, and it stops \
@@ -1350,7 +1359,20 @@ impl<S: LogStore> Member<S> {
             ));
             return false;
         }
-        if self.stale_peers.insert(from) {
+        if theirs > ours {
+            if self.other_bootstrap_peers.insert(from) {
+                // A Note: an operator bootstrapped another cluster under this name on purpose
+                // (mtr galera_wsrep_new_cluster) or by mistake; it is theirs to merge or stop.
+                log::info!(
+                    "{}: ignoring member {from}: it belongs to a later bootstrap of this cluster (bootstrap \
+                     {theirs:x}, ours {ours:x}); both go on as separate clusters. To join it, restart this node \
+                     without its grastate.dat (a full state transfer)",
+                    self.info.id
+                );
+            }
+            return false;
+        }
+        if self.other_bootstrap_peers.insert(from) {
             // A Note: a member restarted from an older cache starts over when it hears this.
             log::info!(
                 "{}: ignoring member {from}: it belongs to an earlier bootstrap of this cluster (bootstrap \

@@ -198,7 +198,7 @@ impl Options {
             let spec = SPECS
                 .iter()
                 .find(|s| s.name == key)
-                .ok_or_else(|| OptionError(format!("unrecognized provider option '{key}'")))?;
+                .ok_or_else(|| OptionError(format!("Unknown parameter '{key}'")))?;
             check_value(spec.kind, value)
                 .map_err(|e| OptionError(format!("bad value for provider option '{key}': {e}")))?;
             if spec.trigger {

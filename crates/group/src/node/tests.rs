@@ -178,7 +178,7 @@ fn bootstrapping_over_an_old_cache_starts_a_new_cluster() {
 /// while the first kept its group): they never mix. The member of the earlier bootstrap
 /// stops with an error naming the later one; the later one stays primary alone.
 #[test]
-fn members_of_two_bootstraps_of_one_cluster_do_not_mix_and_the_earlier_one_stops() {
+fn members_of_two_bootstraps_of_one_cluster_do_not_mix_and_both_go_on() {
     let dir = temp_dir("two-bootstraps");
     let ports = [free_port(), free_port()];
     let earlier = Genesis { history: [3; 16], base_seqno: 10, group: 100 };
@@ -186,14 +186,14 @@ fn members_of_two_bootstraps_of_one_cluster_do_not_mix_and_the_earlier_one_stops
     wait_for("first primary", || first.status().primary);
     let later = Genesis { history: [3; 16], base_seqno: 8, group: 200 };
     let second = GroupNode::start(config(2, &ports, &dir, Some(later), 8)).unwrap();
-    wait_for("the earlier member stops", || first.status().failed.is_some());
-    let why = first.status().failed.unwrap();
-    assert!(why.contains("later bootstrap of this cluster"), "{why}");
     wait_for("second primary", || second.status().primary);
-    std::thread::sleep(Duration::from_millis(500));
-    let status = second.status();
-    assert!(status.primary && status.failed.is_none());
-    assert_eq!(status.view.members.len(), 1, "the second never took the first in");
+    // Both addresses name both nodes: they hear each other, and neither takes the other in
+    // (mtr galera_wsrep_new_cluster: two clusters of size 1).
+    std::thread::sleep(Duration::from_millis(1500));
+    for status in [first.status(), second.status()] {
+        assert!(status.primary && status.failed.is_none(), "{status:?}");
+        assert_eq!(status.view.members.len(), 1, "{status:?}");
+    }
     drop((first, second));
     std::fs::remove_dir_all(&dir).unwrap();
 }

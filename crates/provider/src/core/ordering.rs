@@ -230,7 +230,9 @@ impl<W: Clone + PartialEq> Core<W> {
             _ => Status::ConnFail,
         };
         if let Some(flight) = self.ordering.in_flight.get_mut(&local_id).filter(|f| f.outcome.is_none()) {
-            log::warn!("a writeset of this node was not replicated: {error}");
+            // A Note: its client gets the error, and losing the primary component (the usual
+            // cause) is logged on its own.
+            log::info!("a writeset of this node was not replicated, its client gets an error: {error}");
             flight.outcome = Some(Err(status));
             self.wake_in_flight(local_id);
         }

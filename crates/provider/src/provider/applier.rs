@@ -28,14 +28,10 @@ impl Provider {
         }
         self.leave_after_failure();
         if self.with_core(|core| core.last_receiver_stays()) {
-            // The server's shutdown waits for the final view: the last applier delivers it.
-            // A server still starting would wait for its first view forever: it gets the
-            // final one now, and aborts its start.
-            self.with_core(|core| {
-                if !core.phase().app_ready() {
-                    core.push_final_view();
-                }
-            });
+            // The last applier delivers the final view now, as Galera's self-leave does: the
+            // server sees a cluster of 0 and is disconnected (mtr galera_gra_log); a server
+            // still starting aborts its start rather than wait for a first view.
+            self.with_core(|core| core.push_final_view());
             let view = self.wait_for(None, |core, me| core.final_view(generation, me)).expect("no deadline");
             if let Some(view) = view {
                 let _ = self.deliver_final_view(ctx, &view);
