@@ -1109,8 +1109,13 @@ impl<S: LogStore> Member<S> {
         }
         self.was_primary = primary;
         // Only a real partition: no quorum heard from within the suspect timeout (with one, an
-        // election makes a primary component the normal way).
-        let waited = self.not_primary_since_ms.is_some_and(|t| self.now_ms >= t + self.config.heartbeat_interval_ms);
+        // election makes a primary component the normal way). A follower waits a heartbeat
+        // for the election's messages; a leader heard every voter's replies until now, and
+        // forces at once, so its server sees no moment without a primary component (Galera
+        // goes from the primary view to the forced one; mtr galera_gcache_recover).
+        let lost = self.not_primary_since_ms;
+        let waited = lost.is_some_and(|t| self.now_ms >= t + self.config.heartbeat_interval_ms)
+            || (lost.is_some() && self.raft.role() == Role::Leader);
         if self.config.ignore_split_brain && waited && !self.leaving && !self.quorum_in_contact() {
             self.not_primary_since_ms = None;
             self.bootstrap_primary();
@@ -1178,6 +1183,11 @@ impl<S: LogStore> Member<S> {
         self.raft = Consensus::restart(self.info.id, hard, self.applied.position, &membership, Vec::new());
         self.leader = None;
         self.election_deadline_ms = now;
+        if membership.voters.len() == 1 {
+            // Alone: elected now, not at the next tick, so the view shows a primary component.
+            self.start_pre_vote();
+            self.reset_election_timer();
+        }
         Ok(())
     }
 
