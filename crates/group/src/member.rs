@@ -1109,13 +1109,10 @@ impl<S: LogStore> Member<S> {
         }
         self.was_primary = primary;
         // Only a real partition: no quorum heard from within the suspect timeout (with one, an
-        // election makes a primary component the normal way). A follower waits a heartbeat
-        // for the election's messages; a leader heard every voter's replies until now, and
-        // forces at once, so its server sees no moment without a primary component (Galera
-        // goes from the primary view to the forced one; mtr galera_gcache_recover).
-        let lost = self.not_primary_since_ms;
-        let waited = lost.is_some_and(|t| self.now_ms >= t + self.config.heartbeat_interval_ms)
-            || (lost.is_some() && self.raft.role() == Role::Leader);
+        // election makes a primary component the normal way). Leaders wait too: one adding a
+        // member it has not heard since the member's join loses quorum for a moment (found by
+        // mtr galera_ist_mariabackup when they forced at once).
+        let waited = self.not_primary_since_ms.is_some_and(|t| self.now_ms >= t + self.config.heartbeat_interval_ms);
         if self.config.ignore_split_brain && waited && !self.leaving && !self.quorum_in_contact() {
             self.not_primary_since_ms = None;
             self.bootstrap_primary();
