@@ -160,7 +160,11 @@ fn loader_fills_the_table_and_entry_points_survive_every_documented_call_order()
         }
         assert!(n > 40);
         (table.stats_free)(w, stats);
-        assert_eq!((table.options_set)(w, c"not.an.option=1".as_ptr()), WARNING);
+        assert_eq!(
+            (table.options_set)(w, c"not.an.option=1".as_ptr()),
+            NODE_FAIL,
+            "Galera's status for a refused option"
+        );
         assert_eq!((table.disconnect)(w), OK);
         assert_eq!((table.disconnect)(w), OK, "idempotent");
         assert_eq!(applier.join().unwrap(), OK);
