@@ -1946,15 +1946,7 @@ mod tests {
 
     #[test]
     fn only_members_have_writesets_ordered_and_nobody_speaks_raft_for_another() {
-        let config = GroupConfig::new("t");
-        let mut leader = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), Genesis::default(), 0);
-        let mut follower = Member::join(info(2), config, MemoryStore::new(), &[MemberId(1)], 0);
-        let mut now = 0;
-        while !(leader.status().view.members.len() == 2 && follower.status().primary) {
-            step(&mut leader, &mut follower, now, false);
-            now += 10;
-            assert!(now < 30_000, "no view of two");
-        }
+        let (mut leader, mut follower, mut now) = two_members();
         let envelope = |body: Body| Message {
             from: MemberId(7), // a peer that reached the port but never joined
             group: leader.group(),
@@ -1984,6 +1976,20 @@ mod tests {
         assert_eq!(follower.status().term, term, "the forged term was not adopted");
     }
 
+    /// A leader and a follower in a view of two, and the time they got there.
+    fn two_members() -> (Member<MemoryStore>, Member<MemoryStore>, u64) {
+        let config = GroupConfig::new("t");
+        let mut leader = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), Genesis::default(), 0);
+        let mut follower = Member::join(info(2), config, MemoryStore::new(), &[MemberId(1)], 0);
+        let mut now = 0;
+        while !(leader.status().view.members.len() == 2 && follower.status().primary) {
+            step(&mut leader, &mut follower, now, false);
+            now += 10;
+            assert!(now < 30_000, "no view of two");
+        }
+        (leader, follower, now)
+    }
+
     /// One step of two members over an in-memory wire; returns how many messages from
     /// `leader` carried at least 1 MiB of writesets. Those are lost when `lose_big` is set.
     fn step(leader: &mut Member<MemoryStore>, follower: &mut Member<MemoryStore>, now: u64, lose_big: bool) -> usize {
@@ -2008,15 +2014,7 @@ mod tests {
 
     #[test]
     fn a_big_entry_on_its_way_is_not_sent_again_before_its_transfer_time() {
-        let config = GroupConfig::new("t");
-        let mut leader = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), Genesis::default(), 0);
-        let mut follower = Member::join(info(2), config, MemoryStore::new(), &[MemberId(1)], 0);
-        let mut now = 0;
-        while !(leader.status().view.members.len() == 2 && follower.status().primary) {
-            step(&mut leader, &mut follower, now, false);
-            now += 10;
-            assert!(now < 30_000, "no view of two");
-        }
+        let (mut leader, mut follower, mut now) = two_members();
         // 16 MiB take 1.6 s at 10 MiB/s. Meanwhile heartbeats and replies without progress
         // go back and forth (replies to what was sent before it, as far as the leader can
         // tell), and the entry, lost here, is not sent again. (A message is one entry; a
