@@ -10,7 +10,7 @@ pub struct Sample {
 }
 
 /// One node's line: rates over the interval between two samples.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Row {
     pub name: String,
     /// `wsrep_local_state_comment`, or `non-Primary`, or why there is no status.
@@ -92,18 +92,7 @@ fn row(before: Option<&Sample>, now: &Sample, seconds: f64, top: Option<i64>, cl
 
 impl Row {
     fn unreadable(name: &str, why: &str) -> Row {
-        Row {
-            name: name.to_string(),
-            state: why.to_string(),
-            commits_per_s: None,
-            local_commits_per_s: None,
-            apply_queue: None,
-            paused_percent: None,
-            fc_sent: None,
-            lag_seqnos: None,
-            lag_ms: None,
-            conflicts_per_s: None,
-        }
+        Row { name: name.to_string(), state: why.to_string(), ..Row::default() }
     }
 }
 
