@@ -80,6 +80,7 @@ fn start_cluster(dir: &Path, fsync: bool) -> Result<Vec<Arc<GroupNode>>, String>
                 address: address.clone(),
                 incoming_address: String::new(),
                 incarnation: 0,
+                arbitrator: false,
             },
             listen: address.clone(),
             data_dir: dir.join(format!("member{}", id.0)),

@@ -1,7 +1,7 @@
 //! `lockstep cluster up|status|top|down`: local MariaDB clusters on loopback.
 use crate::top;
 use clap::Subcommand;
-use lockstep_cluster::{default_provider, Cluster, ClusterSpec, Error, Node, Result};
+use lockstep_cluster::{default_provider, Arbitrator, Cluster, ClusterSpec, Error, Node, Result, ARBITRATOR_NAME};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -23,6 +23,10 @@ pub enum ClusterCommand {
         /// Group and IST traffic in plain TCP: no cluster CA, no certificates, no socket.ssl.
         #[arg(long)]
         no_tls: bool,
+        /// Also run an arbitrator (`lockstep arbitrator`, Galera's garbd): a voting member
+        /// without data, e.g. with --nodes 2 so either node may die.
+        #[arg(long)]
+        arbitrator: bool,
     },
     /// Print each node's wsrep status and ports.
     Status {
@@ -57,8 +61,8 @@ pub enum ClusterCommand {
 
 pub fn run(command: ClusterCommand) {
     let result = match command {
-        ClusterCommand::Up { nodes, dir, provider, provider_options, no_tls } => {
-            up(nodes, dir, provider, provider_options, !no_tls)
+        ClusterCommand::Up { nodes, dir, provider, provider_options, no_tls, arbitrator } => {
+            up(nodes, dir, provider, provider_options, !no_tls, arbitrator)
         }
         ClusterCommand::Status { dir } => status(dir),
         ClusterCommand::Top { dir, hosts, user, interval, count } => top(dir, hosts, user, interval, count),
@@ -70,25 +74,45 @@ pub fn run(command: ClusterCommand) {
     }
 }
 
-fn up(node_count: usize, dir: PathBuf, provider: Option<PathBuf>, provider_options: String, tls: bool) -> Result<()> {
+fn up(
+    node_count: usize,
+    dir: PathBuf,
+    provider: Option<PathBuf>,
+    provider_options: String,
+    tls: bool,
+    arbitrator: bool,
+) -> Result<()> {
     let mut cluster = if dir.join("cluster.state").exists() {
         println!("restarting the cluster in {}", dir.display());
         Cluster::open(&dir)?
     } else {
+        let program = match arbitrator {
+            true => {
+                Some(std::env::current_exe().map_err(|e| Error::Invalid(format!("cannot find this program: {e}")))?)
+            }
+            false => None,
+        };
         Cluster::create(&ClusterSpec {
             dir,
             node_count,
             provider: provider.unwrap_or_else(default_provider),
             provider_options,
             tls,
+            arbitrator: program,
         })?
     };
     for node in &cluster.nodes {
         println!("{}", describe_ports(node));
     }
+    if let Some(arbitrator) = &cluster.arbitrator {
+        println!("{}", describe_arbitrator(arbitrator));
+    }
     cluster.start()?;
     for node in &cluster.nodes {
         println!("{}: wsrep_ready=ON, socket {}", node.name(), node.socket().display());
+    }
+    if cluster.arbitrator.is_some() {
+        println!("{ARBITRATOR_NAME}: joined");
     }
     println!("stop it with: lockstep cluster down --dir {}", cluster.dir.display());
     Ok(())
@@ -119,6 +143,10 @@ fn status(dir: PathBuf) -> Result<()> {
             }
             Err(e) => println!("  running, but its status could not be read: {e}"),
         }
+    }
+    if let Some(arbitrator) = cluster.arbitrator.as_mut() {
+        println!("{}", describe_arbitrator(arbitrator));
+        println!("  {}", if arbitrator.is_running() { "running" } else { "not running" });
     }
     Ok(())
 }
@@ -162,6 +190,14 @@ fn down(dir: PathBuf) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn describe_arbitrator(arbitrator: &Arbitrator) -> String {
+    format!(
+        "{ARBITRATOR_NAME} (arbitrator): group 127.0.0.1:{}; log {}",
+        arbitrator.port,
+        arbitrator.log_file().display()
+    )
 }
 
 fn describe_ports(node: &Node) -> String {

@@ -1,6 +1,7 @@
 //! `lockstep`: operate local Lockstep clusters, run the simulator and benchmarks.
 use clap::{Parser, Subcommand};
 
+mod arbitrator_cmd;
 mod bench_cmd;
 mod cluster_cmd;
 mod sim_cmd;
@@ -23,6 +24,9 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Group-layer benchmark: 3 members over loopback TCP (not a test).
     Bench(bench_cmd::BenchArgs),
+    /// Join a cluster as a voting member without data (Galera's garbd): two data nodes and
+    /// an arbitrator keep a primary component when either data node dies.
+    Arbitrator(arbitrator_cmd::ArbitratorArgs),
 }
 
 fn main() {
@@ -31,5 +35,6 @@ fn main() {
         Command::Cluster(command) => cluster_cmd::run(command),
         Command::Sim(args) => sim_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Arbitrator(args) => arbitrator_cmd::run(args),
     }
 }

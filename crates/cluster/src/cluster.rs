@@ -1,15 +1,20 @@
 //! A local cluster: N nodes under one directory, described by `DIR/cluster.state`.
+use crate::arbitrator::{Arbitrator, ARBITRATOR_NAME};
 use crate::certs::{self, NodeTls};
 use crate::error::{Error, Result};
 use crate::node::{Node, NodeConfig};
 use crate::ports::{allocate_node_ports, NodePorts};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
 
 const STATE_FILE: &str = "cluster.state";
 /// The CA and node certificates, under the cluster directory.
 const TLS_DIR: &str = "tls";
 const CLUSTER_NAME: &str = "lockstep";
+/// From starting the arbitrator to the nodes counting it in their view.
+const ARBITRATOR_JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What to build.
 #[derive(Debug, Clone)]
@@ -21,11 +26,14 @@ pub struct ClusterSpec {
     pub provider_options: String,
     /// Make a cluster CA and node certificates and turn TLS on (`socket.ssl*`).
     pub tls: bool,
+    /// Also run an arbitrator (`lockstep arbitrator`, garbd) with this `lockstep` program.
+    pub arbitrator: Option<PathBuf>,
 }
 
 pub struct Cluster {
     pub dir: PathBuf,
     pub nodes: Vec<Node>,
+    pub arbitrator: Option<Arbitrator>,
 }
 
 impl Cluster {
@@ -52,10 +60,15 @@ impl Cluster {
             provider_options: spec.provider_options.clone(),
             tls: spec.tls,
             ports: (0..spec.node_count).map(|_| allocate_node_ports()).collect::<Result<Vec<_>>>()?,
+            arbitrator: match &spec.arbitrator {
+                Some(program) => Some((allocate_node_ports()?.group, absolute(program)?)),
+                None => None,
+            },
         };
         let cluster = Cluster::from_layout(&dir, &layout);
         if layout.tls {
-            let names: Vec<String> = cluster.nodes.iter().map(|n| n.name().to_string()).collect();
+            let mut names: Vec<String> = cluster.nodes.iter().map(|n| n.name().to_string()).collect();
+            names.extend(cluster.arbitrator.as_ref().map(|_| ARBITRATOR_NAME.to_string()));
             certs::create(&dir.join(TLS_DIR), &names)?;
         }
         for node in &cluster.nodes {
@@ -103,7 +116,12 @@ impl Cluster {
                 Node::new(dir.join(name), config)
             })
             .collect();
-        Cluster { dir: dir.to_path_buf(), nodes }
+        let arbitrator = layout.arbitrator.as_ref().map(|(port, program)| {
+            let tls = layout.tls.then(|| NodeTls::at(&dir.join(TLS_DIR), ARBITRATOR_NAME));
+            let cluster = (CLUSTER_NAME, cluster_address.as_str(), layout.provider_options.as_str());
+            Arbitrator::new(dir.join(ARBITRATOR_NAME), program.clone(), *port, cluster, tls)
+        });
+        Cluster { dir: dir.to_path_buf(), nodes, arbitrator }
     }
 
     /// Starts every node that is not running and waits until each is ready. A node that
@@ -116,7 +134,8 @@ impl Cluster {
         let none_running = !self.nodes.iter_mut().any(|node| node.is_running());
         let ran_before = self.nodes.iter().any(|node| node.saved_state_file().exists());
         if none_running && ran_before {
-            return self.restart_all();
+            self.restart_all()?;
+            return self.start_arbitrator();
         }
         // Bootstrapping next to a running primary component would split the cluster in two.
         let mut bootstrap = none_running;
@@ -128,7 +147,43 @@ impl Cluster {
             node.start(bootstrap, start_position.as_ref())?;
             bootstrap = false;
         }
-        Ok(())
+        self.start_arbitrator()
+    }
+
+    /// Starts the arbitrator if the cluster has one and it is not running, and waits until
+    /// a running node counts it in its view.
+    fn start_arbitrator(&mut self) -> Result<()> {
+        let Some(arbitrator) = self.arbitrator.as_mut() else { return Ok(()) };
+        if arbitrator.is_running() {
+            return Ok(());
+        }
+        arbitrator.start()?;
+        let mut running: Vec<&mut Node> = self.nodes.iter_mut().collect();
+        running.retain_mut(|n| n.is_running());
+        let wanted = running.len() + 1;
+        let Some(witness) = running.first() else { return Ok(()) };
+        let deadline = Instant::now() + ARBITRATOR_JOIN_TIMEOUT;
+        loop {
+            let size = witness.status().ok().and_then(|s| s.get("wsrep_cluster_size")?.parse::<usize>().ok());
+            if size.is_some_and(|size| size >= wanted) {
+                return Ok(());
+            }
+            if let Some(status) = arbitrator.exit_status() {
+                let log = std::fs::read_to_string(arbitrator.log_file()).unwrap_or_default();
+                return Err(Error::Invalid(format!("the arbitrator exited ({status}); its log:\n{log}")));
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    what: format!(
+                        "{} to count the arbitrator (log: {})",
+                        witness.name(),
+                        arbitrator.log_file().display()
+                    ),
+                    seconds: ARBITRATOR_JOIN_TIMEOUT.as_secs(),
+                });
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
     }
 
     fn restart_all(&mut self) -> Result<()> {
@@ -149,6 +204,10 @@ impl Cluster {
     /// `safe_to_bootstrap: 1`. Tries every node even if one fails; reports the first failure.
     pub fn stop(&mut self) -> Result<()> {
         let mut first_error = None;
+        // First, so the last data node to leave is the last member and may bootstrap again.
+        if let Some(Err(e)) = self.arbitrator.as_mut().map(Arbitrator::stop) {
+            first_error.get_or_insert(e);
+        }
         for node in self.nodes.iter_mut().rev() {
             if let Err(e) = node.stop() {
                 first_error.get_or_insert(e);
@@ -165,6 +224,8 @@ struct Layout {
     provider_options: String,
     tls: bool,
     ports: Vec<NodePorts>,
+    /// The arbitrator's group port and program, if the cluster has one.
+    arbitrator: Option<(u16, PathBuf)>,
 }
 
 impl Layout {
@@ -179,18 +240,26 @@ impl Layout {
         for p in &self.ports {
             text.push_str(&format!("node client_port={} group_port={} sst_port={}\n", p.client, p.group, p.sst));
         }
+        if let Some((port, program)) = &self.arbitrator {
+            text.push_str(&format!("arbitrator {port} {}\n", program.display()));
+        }
         text
     }
 
     fn parse(text: &str) -> Option<Layout> {
         // A state file without a `tls` line predates TLS: its nodes run without.
         let (mut provider, mut provider_options, mut tls, mut ports) = (None, String::new(), false, Vec::new());
+        let mut arbitrator = None;
         for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
             let (key, rest) = line.split_once(' ').unwrap_or((line, ""));
             match key {
                 "provider" => provider = Some(PathBuf::from(rest)),
                 "provider_options" => provider_options = rest.to_string(),
                 "tls" => tls = rest == "yes",
+                "arbitrator" => {
+                    let (port, program) = rest.split_once(' ')?;
+                    arbitrator = Some((port.parse().ok()?, PathBuf::from(program)));
+                }
                 "node" => {
                     let port = |name: &str| {
                         rest.split(' ').find_map(|field| field.strip_prefix(name)?.strip_prefix('='))?.parse().ok()
@@ -204,7 +273,7 @@ impl Layout {
                 _ => return None,
             }
         }
-        Some(Layout { provider: provider?, provider_options, tls, ports })
+        Some(Layout { provider: provider?, provider_options, tls, ports, arbitrator })
     }
 }
 
@@ -237,6 +306,7 @@ mod tests {
                 NodePorts { client: 23000, group: 23001, sst: 23003 },
                 NodePorts { client: 23004, group: 23005, sst: 23007 },
             ],
+            arbitrator: Some((23009, PathBuf::from("/opt/lock step/lockstep"))),
         };
         assert_eq!(Layout::parse(&layout.render()), Some(layout));
         let older = Layout::parse("provider /x.so\nprovider_options \nnode client_port=1 group_port=2 sst_port=3\n");

@@ -6,9 +6,11 @@
 //! - `DIR/cluster.state`: provider, extra provider options, TLS on or off and each node's ports;
 //! - `DIR/tls/`: the cluster CA and each node's key and certificate (when TLS is on);
 //! - `DIR/nodeI/`: `my.cnf`, `data/` (with the provider's `grastate.dat`), `mariadbd.sock`,
-//!   `mariadbd.pid`, `error.log`.
+//!   `mariadbd.pid`, `error.log`;
+//! - `DIR/garb/`: the arbitrator's `garb.log` and `garb.pid`, when the cluster has one.
 //!
 //! The server is driven through the `mariadb` client binary, so no MySQL protocol crate is needed.
+mod arbitrator;
 mod certs;
 mod cluster;
 mod endpoint;
@@ -18,6 +20,7 @@ mod ports;
 mod position;
 mod process;
 
+pub use arbitrator::{Arbitrator, ARBITRATOR_NAME};
 pub use certs::NodeTls;
 pub use cluster::{default_provider, Cluster, ClusterSpec};
 pub use endpoint::Endpoint;

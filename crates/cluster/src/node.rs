@@ -267,14 +267,8 @@ user = root
 
     /// The running server, whether we started it or another invocation did (found by pid file).
     fn process(&mut self) -> Option<&mut ServerProcess> {
-        if self.process.is_none() {
-            let pid = fs::read_to_string(self.pid_file()).ok().and_then(|text| text.trim().parse().ok());
-            self.process = pid.map(ServerProcess::Pid);
-        }
-        if self.process.as_mut()?.exit_status().is_some() {
-            self.process = None;
-        }
-        self.process.as_mut()
+        let pid_file = self.pid_file();
+        ServerProcess::running(&mut self.process, &pid_file, "mariadbd")
     }
 
     pub fn is_running(&mut self) -> bool {

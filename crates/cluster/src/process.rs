@@ -1,6 +1,7 @@
 //! Running external programs with a bounded wait, and signalling processes by pid.
 use crate::error::{Error, Result};
 use std::fs;
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -77,17 +78,35 @@ pub(crate) fn is_alive(pid: u32, name: &str) -> bool {
     comm == name && !matches!(state, Some('Z') | Some('X'))
 }
 
-/// A `mariadbd` we either started ourselves (and must reap) or found through its pid file.
+/// A server (`mariadbd`, or `lockstep` as an arbitrator) we either started ourselves (and
+/// must reap) or found through its pid file, with its program's command name.
 pub(crate) enum ServerProcess {
     Child(Child),
-    Pid(u32),
+    Pid(u32, &'static str),
 }
 
 impl ServerProcess {
+    /// The running process in `slot`, whether we started it or another invocation did
+    /// (found by `pid_file`, if its command name is `program`); `None` once it has ended.
+    pub(crate) fn running<'a>(
+        slot: &'a mut Option<Self>,
+        pid_file: &Path,
+        program: &'static str,
+    ) -> Option<&'a mut Self> {
+        if slot.is_none() {
+            let pid = fs::read_to_string(pid_file).ok().and_then(|text| text.trim().parse().ok());
+            *slot = pid.map(|pid| ServerProcess::Pid(pid, program));
+        }
+        if slot.as_mut()?.exit_status().is_some() {
+            *slot = None;
+        }
+        slot.as_mut()
+    }
+
     pub(crate) fn pid(&self) -> u32 {
         match self {
             ServerProcess::Child(child) => child.id(),
-            ServerProcess::Pid(pid) => *pid,
+            ServerProcess::Pid(pid, _) => *pid,
         }
     }
 
@@ -99,7 +118,7 @@ impl ServerProcess {
                 Ok(Some(status)) => Some(status.to_string()),
                 Err(e) => Some(format!("unknown ({e})")),
             },
-            ServerProcess::Pid(pid) => (!is_alive(*pid, "mariadbd")).then(|| "exited".to_string()),
+            ServerProcess::Pid(pid, program) => (!is_alive(*pid, program)).then(|| "exited".to_string()),
         }
     }
 

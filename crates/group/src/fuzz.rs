@@ -56,6 +56,7 @@ mod tests {
             address: format!("10.0.0.{id}:4567"),
             incoming_address: format!("10.0.0.{id}:3306"),
             incarnation: 77,
+            arbitrator: false,
         }
     }
 

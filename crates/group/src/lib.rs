@@ -29,6 +29,7 @@
 //!         address: "db1.example:4567".into(),
 //!         incoming_address: "db1.example:3306".into(),
 //!         incarnation: 1, // new at every start: the application's view of the member's identity
+//!         arbitrator: false, // true for `lockstep arbitrator`: votes, holds no data
 //!     },
 //!     listen: "0.0.0.0:4567".into(),
 //!     data_dir: datadir,

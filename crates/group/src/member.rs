@@ -838,6 +838,11 @@ impl<S: LogStore> Member<S> {
     }
 
     /// Deliveries wait for the application.
+    /// Leads the group now (Raft's leader role).
+    pub fn leads(&self) -> bool {
+        self.raft.role() == Role::Leader
+    }
+
     pub fn has_deliveries(&self) -> bool {
         self.confirmed && !self.recv_queue.is_empty()
     }
@@ -1257,6 +1262,11 @@ impl<S: LogStore> Member<S> {
     /// Pre-vote (Raft §9.6): only a member a quorum would elect raises its term, so one
     /// cut off in a minority does not depose the leader when it returns.
     fn start_pre_vote(&mut self) {
+        if self.info.arbitrator {
+            // It only votes: a leader without data would put a hop between every writer and
+            // the order, and a component with only an arbitrator has nothing to serve.
+            return;
+        }
         let term = self.raft.term() + 1;
         self.pre_vote = Some((term, [self.info.id].into()));
         self.leader = None;
@@ -1883,6 +1893,7 @@ mod tests {
             address: String::new(),
             incoming_address: String::new(),
             incarnation: 0,
+            arbitrator: false,
         }
     }
 

@@ -276,6 +276,7 @@ mod tests {
                 address: String::new(),
                 incoming_address: String::new(),
                 incarnation: 0,
+                arbitrator: false,
             },
             GroupConfig::new("fuzz"),
             MemoryStore::new(),

@@ -376,6 +376,7 @@ mod tests {
             address: format!("127.0.0.1:{}", 4567 + id),
             incoming_address: format!("127.0.0.1:{}", 3306 + id),
             incarnation: 0,
+            arbitrator: false,
         }
     }
 

@@ -69,11 +69,15 @@ pub struct MemberInfo {
     /// derives the identity it shows from it (Galera gives a node a new UUID at every
     /// connection, and MariaDB relies on that).
     pub incarnation: u64,
+    /// A voter that holds no data (`lockstep arbitrator`, Galera's garbd): it never leads,
+    /// donates, votes on a failed commit or reports a commit cut.
+    pub arbitrator: bool,
 }
 
 impl MemberInfo {
     pub(crate) fn encode(&self, w: &mut Writer) {
         w.u64(self.id.0).str(&self.name).str(&self.address).str(&self.incoming_address).u64(self.incarnation);
+        w.u8(u8::from(self.arbitrator));
     }
     pub(crate) fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
@@ -82,6 +86,11 @@ impl MemberInfo {
             address: r.str()?,
             incoming_address: r.str()?,
             incarnation: r.u64()?,
+            arbitrator: match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(DecodeError("member role")),
+            },
         })
     }
 }

@@ -6,6 +6,7 @@
 //! drives the core for the ABI layer.
 pub mod addresses;
 pub mod application;
+pub mod arbitrator;
 pub mod certification;
 pub mod checkpoint;
 pub mod core;

@@ -38,6 +38,7 @@ mod tests {
             address: String::new(),
             incoming_address: String::new(),
             incarnation: 0,
+            arbitrator: false,
         }
     }
 

@@ -20,6 +20,16 @@ impl TestCluster {
     /// provider named by `LOCKSTEP_PROVIDER`, default this workspace's
     /// `target/release/liblockstep.so`.
     pub fn create(test_name: &str, node_count: usize, provider_options: &str) -> TestCluster {
+        Self::create_with(test_name, node_count, provider_options, None)
+    }
+
+    /// The same, and an arbitrator run by `arbitrator` (the `lockstep` program) when given.
+    pub fn create_with(
+        test_name: &str,
+        node_count: usize,
+        provider_options: &str,
+        arbitrator: Option<PathBuf>,
+    ) -> TestCluster {
         let provider = default_provider();
         assert!(
             provider.is_file(),
@@ -29,7 +39,8 @@ impl TestCluster {
         );
         let dir = scratch_dir(test_name);
         // As `lockstep cluster up` makes them: with TLS.
-        let spec = ClusterSpec { dir, node_count, provider, provider_options: provider_options.to_string(), tls: true };
+        let provider_options = provider_options.to_string();
+        let spec = ClusterSpec { dir, node_count, provider, provider_options, tls: true, arbitrator };
         let cluster = Cluster::create(&spec).unwrap_or_else(|e| panic!("creating the test cluster failed: {e}"));
         TestCluster { cluster }
     }

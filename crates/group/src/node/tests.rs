@@ -39,6 +39,7 @@ fn config(n: usize, ports: &[u16], dir: &Path, bootstrap: Option<Genesis>, resum
             address: format!("127.0.0.1:{}", ports[n - 1]),
             incoming_address: String::new(),
             incarnation: 0,
+            arbitrator: false,
         },
         listen: format!("0.0.0.0:{}", ports[n - 1]),
         data_dir,

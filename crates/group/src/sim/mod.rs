@@ -54,13 +54,16 @@ pub struct Scenario {
     pub gcache_bytes: u64,
     /// Some runs order most writesets in parts of a few bytes.
     pub part_bytes: usize,
+    /// Some runs of 3 or more make the last member an arbitrator (votes, never leads).
+    pub arbitrator: bool,
 }
 
 impl Scenario {
     pub fn from_seed(seed: u64) -> Self {
         let mut rng = Rng::new(seed ^ 0x5343_454e_4152_494f);
+        let members = if rng.chance(500_000) { 3 } else { 5 };
         Self {
-            members: if rng.chance(500_000) { 3 } else { 5 },
+            members,
             chaos_ms: 30_000,
             heal_ms: 40_000,
             drop_per_million: rng.range(0, 100_000) as u32,
@@ -76,6 +79,7 @@ impl Scenario {
             message_per_million: rng.range(0, 100_000) as u32,
             gcache_bytes: if rng.chance(300_000) { rng.range(16 << 10, 256 << 10) } else { 128 << 20 },
             part_bytes: if rng.chance(400_000) { rng.range(16, 256) as usize } else { 1 << 20 },
+            arbitrator: rng.chance(250_000),
         }
     }
 }
@@ -175,6 +179,11 @@ impl Sim {
     /// A cluster of `members` formed by member 1 bootstrapping and the rest joining. The
     /// genesis comes from the seed: half the seeds start numbering past zero.
     pub fn new(seed: u64, members: usize, config: GroupConfig) -> Self {
+        Self::with_arbitrator(seed, members, config, false)
+    }
+
+    /// The same, the last member an arbitrator when `arbitrator`.
+    pub fn with_arbitrator(seed: u64, members: usize, config: GroupConfig, arbitrator: bool) -> Self {
         let mut draw = Rng::new(seed ^ 0x4745_4e45_5349_5321);
         let mut history = [0u8; 16];
         history[..8].copy_from_slice(&draw.next_u64().to_le_bytes());
@@ -193,6 +202,7 @@ impl Sim {
                     address: format!("127.0.0.1:{}", 4566 + id.0),
                     incoming_address: format!("127.0.0.1:{}", 3305 + id.0),
                     incarnation: 0,
+                    arbitrator: arbitrator && id.0 == members as u64,
                 };
                 let store = MemoryStore::new();
                 let mut member = if id.0 == 1 {
@@ -566,6 +576,12 @@ impl Sim {
         for i in 0..self.nodes.len() {
             self.drain(i)?;
         }
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].member.as_ref().is_some_and(|m| m.leads()) {
+                let info = self.nodes[i].info.clone();
+                self.check(|c| c.on_leader(&info))?;
+            }
+        }
         self.finish_leaves();
         for i in 0..self.nodes.len() {
             if self.nodes[i].member.is_none() && self.now_ms >= self.nodes[i].restart_at_ms {
@@ -845,7 +861,7 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
     let mut config = GroupConfig::new("sim");
     config.gcache_bytes = scenario.gcache_bytes;
     config.part_bytes = scenario.part_bytes;
-    let mut sim = Sim::new(seed, scenario.members, config);
+    let mut sim = Sim::with_arbitrator(seed, scenario.members, config, scenario.arbitrator);
     sim.set_trace(trace);
     sim.note(|| format!("scenario {scenario:?}"));
     // Formation without faults, then chaos.

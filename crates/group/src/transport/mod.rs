@@ -24,8 +24,9 @@ use std::fmt;
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
-/// Version of the message protocol above the record format.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Version of the message protocol above the record format (2: a member says whether it is
+/// an arbitrator).
+pub const PROTOCOL_VERSION: u32 = 2;
 /// From accepting a connection to its peer's hello, TLS handshake included.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest record accepted before the peer's hello.

@@ -497,7 +497,7 @@ impl<W: Clone + PartialEq> Core<W> {
             self.history_starts_here(seqno);
         }
         if !self.restored_covers(seqno) {
-            self.ordering.members = view.members.iter().map(|m| m.id).collect();
+            self.ordering.members = view.members.iter().filter(|m| !m.arbitrator).map(|m| m.id).collect();
             self.ordering.barrier = seqno;
             self.ordering.cuts.retain(|id, _| view.contains(*id));
             self.ordering.synced.retain(|id| view.contains(*id));
@@ -509,7 +509,8 @@ impl<W: Clone + PartialEq> Core<W> {
         if self.ordering.synced_unknown && view.contains(me) {
             // Announcements before our first delivery are lost to us: take the others as
             // synced until a donor's state says otherwise.
-            self.ordering.synced = view.members.iter().map(|m| m.id).filter(|id| *id != me).collect();
+            // An arbitrator holds no data: never synced, never a donor.
+            self.ordering.synced = view.members.iter().filter(|m| !m.arbitrator && m.id != me).map(|m| m.id).collect();
             self.ordering.synced_unknown = false;
         }
         let closing = matches!(self.phase, Phase::Closing { .. });

@@ -112,6 +112,7 @@ impl Provider {
                 address: addresses.advertised.clone(),
                 incoming_address: self.node_incoming.clone(),
                 incarnation,
+                arbitrator: false,
             },
             listen: addresses.listen.clone(),
             data_dir: cache_dir.clone(),
@@ -280,7 +281,7 @@ pub(super) fn checkpoint_bytes(options: &Options) -> u64 {
 }
 
 /// Group timeouts and sizes from the Galera options of the same meaning.
-fn group_config(cluster_name: &str, options: &Options) -> GroupConfig {
+pub(crate) fn group_config(cluster_name: &str, options: &Options) -> GroupConfig {
     let mut config = GroupConfig::new(cluster_name);
     let ms = |key: &str| options.period(key).as_millis() as u64;
     config.suspect_timeout_ms = ms("evs.suspect_timeout").max(config.election_timeout_max_ms);

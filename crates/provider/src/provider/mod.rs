@@ -8,6 +8,7 @@
 mod applier;
 mod catch_up;
 mod connection;
+pub(crate) use connection::group_config;
 mod control;
 mod isolation;
 mod sink;
