@@ -24,9 +24,10 @@ pub enum ClusterCommand {
         #[arg(long)]
         no_tls: bool,
         /// Also run an arbitrator (`lockstep arbitrator`, Galera's garbd): a voting member
-        /// without data, e.g. with --nodes 2 so either node may die.
-        #[arg(long)]
-        arbitrator: bool,
+        /// without data, e.g. with --nodes 2 so either node may die. Give a program to run
+        /// another one with the same options (--arbitrator=/usr/bin/garbd beside Galera).
+        #[arg(long, value_name = "PROGRAM", num_args = 0..=1, default_missing_value = "")]
+        arbitrator: Option<PathBuf>,
     },
     /// Print each node's wsrep status and ports.
     Status {
@@ -80,17 +81,17 @@ fn up(
     provider: Option<PathBuf>,
     provider_options: String,
     tls: bool,
-    arbitrator: bool,
+    arbitrator: Option<PathBuf>,
 ) -> Result<()> {
     let mut cluster = if dir.join("cluster.state").exists() {
         println!("restarting the cluster in {}", dir.display());
         Cluster::open(&dir)?
     } else {
         let program = match arbitrator {
-            true => {
+            Some(program) if program.as_os_str().is_empty() => {
                 Some(std::env::current_exe().map_err(|e| Error::Invalid(format!("cannot find this program: {e}")))?)
             }
-            false => None,
+            other => other,
         };
         Cluster::create(&ClusterSpec {
             dir,

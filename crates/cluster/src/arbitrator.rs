@@ -1,5 +1,6 @@
-//! A local cluster's arbitrator: `lockstep arbitrator` (Galera's garbd) run in `DIR/garb/`,
-//! a voting member without data, so two data nodes keep a primary component when one dies.
+//! A local cluster's arbitrator: `lockstep arbitrator` (or Galera's `garbd`, which takes the
+//! same options, beside Galera nodes) run in `DIR/garb/`, a voting member without data, so
+//! two data nodes keep a primary component when one dies.
 use crate::certs::NodeTls;
 use crate::error::{Error, Result};
 use crate::process::{describe, send_signal, ServerProcess};
@@ -16,7 +17,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
 pub struct Arbitrator {
     pub dir: PathBuf,
-    /// The `lockstep` program that runs it.
+    /// The `lockstep` program that runs it, or `garbd`.
     pub program: PathBuf,
     /// Its group communication port on 127.0.0.1.
     pub port: u16,
@@ -75,8 +76,10 @@ impl Arbitrator {
         let out_path = self.dir.join("garb.out");
         let out = File::create(&out_path).map_err(|e| Error::io_path("create", &out_path, e))?;
         let mut command = Command::new(&self.program);
+        if !self.is_garbd() {
+            command.arg("arbitrator");
+        }
         command
-            .arg("arbitrator")
             .args(["--address", &self.cluster_address, "--group", &self.cluster_name, "--name", ARBITRATOR_NAME])
             .arg("--options")
             .arg(self.options())
@@ -93,9 +96,14 @@ impl Arbitrator {
         Ok(())
     }
 
+    fn is_garbd(&self) -> bool {
+        self.program.file_name().is_some_and(|name| name == "garbd")
+    }
+
     fn process(&mut self) -> Option<&mut ServerProcess> {
         let pid_file = self.pid_file();
-        ServerProcess::running(&mut self.process, &pid_file, "lockstep")
+        let program = if self.is_garbd() { "garbd" } else { "lockstep" };
+        ServerProcess::running(&mut self.process, &pid_file, program)
     }
 
     pub fn is_running(&mut self) -> bool {

@@ -83,8 +83,8 @@ pub struct Member<S: LogStore> {
     /// Read barriers whose point is known: request -> the log index that must be applied.
     reads: BTreeMap<u64, u64>,
     /// Forwarded requests not yet ordered, kept to forward again if the member we sent them
-    /// to was no longer leading: request number -> (what was sent, attempts left).
-    resend: BTreeMap<u64, (Body, u8)>,
+    /// to was no longer leading, or held while no leader is known: request number -> them.
+    resend: BTreeMap<u64, Forwarded>,
     /// Our writesets ordered in parts, in submission order; the first one is under way.
     uploads: VecDeque<Upload>,
     /// Our writesets and messages a forced primary component dropped unordered: proposed
@@ -131,6 +131,8 @@ pub struct Member<S: LogStore> {
     removed: bool,
     /// Primary at the last tick.
     was_primary: bool,
+    /// An arbitrator that leads: when it last asked a member with data to take over.
+    handover_asked_ms: u64,
     /// Since when this member, primary before, is not (`pc.ignore_sb`).
     not_primary_since_ms: Option<u64>,
     /// Out of the primary component since having been in it (or since a restart).
@@ -285,6 +287,7 @@ impl<S: LogStore> Member<S> {
             leaving: false,
             removed: false,
             was_primary: false,
+            handover_asked_ms: 0,
             not_primary_since_ms: None,
             lost_primary: false,
             remerge_view: None,
@@ -460,6 +463,7 @@ impl<S: LogStore> Member<S> {
         self.resend_lost_end();
         if self.raft.role() == Role::Leader {
             self.lead_membership();
+            self.hand_over_lead();
             for (request, op) in std::mem::take(&mut self.reorder) {
                 if self.pending.contains_key(&request) && !self.propose(&op) {
                     self.pending.remove(&request);
@@ -468,6 +472,7 @@ impl<S: LogStore> Member<S> {
             }
         }
         self.watch_primary();
+        self.forward_held();
         if now >= self.next_join_ms {
             self.next_join_ms = now + self.config.join_retry_ms;
             self.ask_membership();
@@ -561,6 +566,13 @@ impl<S: LogStore> Member<S> {
             Body::Removed => self.removed = self.leaving,
             // The envelope told what they say (`same_bootstrap`).
             Body::Probe | Body::Stale => {}
+            Body::Campaign => {
+                let asked_by_leader = self.leader == Some(from) && self.applied.is_arbitrator(from);
+                if asked_by_leader && self.raft.is_voter(self.info.id) && !self.info.arbitrator {
+                    self.start_pre_vote();
+                    self.reset_election_timer();
+                }
+            }
             Body::Snapshot(state) => self.install_snapshot(from, state),
             Body::PreVote { term, last } => {
                 let granted = term > self.raft.term()
@@ -646,23 +658,85 @@ impl<S: LogStore> Member<S> {
         if self.raft.role() == Role::Leader {
             return if self.propose(&op) { Ok(()) } else { Err(SubmitError::NotPrimary) };
         }
-        let Some(leader) = self.leader else {
-            return Err(SubmitError::NotPrimary);
-        };
+        let single = matches!(op, Op::Writeset { .. } | Op::Message { .. });
         let body = forward_body(op);
-        self.resend.insert(request, (body.clone(), FORWARD_ATTEMPTS));
+        let Some(leader) = self.leader else {
+            if !single {
+                return Err(SubmitError::NotPrimary);
+            }
+            // An election in a primary component: sent once a leader is known
+            // (`forward_held`), as Galera's writes wait out a view change.
+            self.resend.insert(request, Forwarded { body, attempts: FORWARD_ATTEMPTS, sent_in: None });
+            return Ok(());
+        };
+        let sent_in = Some(self.raft.term());
+        self.resend.insert(request, Forwarded { body: body.clone(), attempts: FORWARD_ATTEMPTS, sent_in });
         self.send(leader, body);
         Ok(())
+    }
+
+    /// Sends what waits for a leader: submissions made while none was known, and those a
+    /// leader change lost (`forwarded_lost_before`). If we lead now, we order them ourselves;
+    /// if the primary component is gone, they fail as a new submission would.
+    fn forward_held(&mut self) {
+        if !self.resend.values().any(|f| f.sent_in.is_none()) {
+            return;
+        }
+        let held: Vec<u64> = self.resend.iter().filter(|(_, f)| f.sent_in.is_none()).map(|(&r, _)| r).collect();
+        if !self.is_primary() {
+            for request in held {
+                self.resend.remove(&request);
+                if self.pending.remove(&request).is_some() {
+                    self.complete(request, Err(SubmitError::NotPrimary));
+                }
+            }
+            return;
+        }
+        let Some(leader) = self.leader else { return };
+        let (me, term) = (self.info.id, self.raft.term());
+        for request in held {
+            if leader != me {
+                let f = self.resend.get_mut(&request).expect("listed above");
+                f.sent_in = Some(term);
+                let body = f.body.clone();
+                self.send(leader, body);
+                continue;
+            }
+            let f = self.resend.remove(&request).expect("listed above");
+            let op = match f.body {
+                Body::Forward { request, data } => Op::Writeset { origin: me, request, data },
+                Body::ForwardMessage { request, data } => Op::Message { origin: me, request, data },
+                _ => unreachable!("only writesets and messages are held"),
+            };
+            if self.pending.contains_key(&request) && !self.propose(&op) {
+                self.pending.remove(&request);
+                self.complete(request, Err(SubmitError::NotPrimary));
+            }
+        }
+    }
+
+    /// The first entry of a leader's `term` is applied: what we forwarded to an earlier
+    /// leader and is not ordered by now never will be (every entry of an earlier term that
+    /// the log keeps comes before this one), so it is sent again without risk of ordering it
+    /// twice.
+    fn forwarded_lost_before(&mut self, term: u64) {
+        for f in self.resend.values_mut() {
+            let single = matches!(f.body, Body::Forward { .. } | Body::ForwardMessage { .. });
+            if single && f.sent_in.is_some_and(|t| t < term) {
+                f.sent_in = None;
+            }
+        }
     }
 
     /// The member we forwarded `request` to did not order it (it no longer leads): send it to
     /// the leader we know now, a few times, before telling the submitter to retry.
     fn forward_again(&mut self, request: u64) {
-        let Some((body, attempts)) = self.resend.remove(&request) else { return };
-        match self.leader.filter(|&l| l != self.info.id && attempts > 0) {
+        let Some(f) = self.resend.remove(&request) else { return };
+        match self.leader.filter(|&l| l != self.info.id && f.attempts > 0) {
             Some(leader) if self.pending.contains_key(&request) => {
-                self.resend.insert(request, (body.clone(), attempts - 1));
-                self.send(leader, body);
+                let sent_in = Some(self.raft.term());
+                self.resend.insert(request, Forwarded { body: f.body.clone(), attempts: f.attempts - 1, sent_in });
+                self.send(leader, f.body);
             }
             _ => {
                 if self.pending.remove(&request).is_some() {
@@ -805,6 +879,10 @@ impl<S: LogStore> Member<S> {
         if self.raft.role() != Role::Leader || self.raft.term_at(commit) != Some(self.raft.term()) {
             return None;
         }
+        // Its followers grant votes while it leads (`leader_alive`): no lease to vouch with.
+        if self.info.arbitrator {
+            return None;
+        }
         let lease_ms = self.config.election_timeout_min_ms / 4;
         let now = self.now_ms;
         let mut recent: BTreeSet<MemberId> =
@@ -838,11 +916,6 @@ impl<S: LogStore> Member<S> {
     }
 
     /// Deliveries wait for the application.
-    /// Leads the group now (Raft's leader role).
-    pub fn leads(&self) -> bool {
-        self.raft.role() == Role::Leader
-    }
-
     pub fn has_deliveries(&self) -> bool {
         self.confirmed && !self.recv_queue.is_empty()
     }
@@ -1208,9 +1281,9 @@ impl<S: LogStore> Member<S> {
             logged.chain(std::mem::take(&mut self.staged).into_values()).filter_map(|b| Op::decode(&b).ok()).collect();
         let (forwarded, kept): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.resend)
             .into_iter()
-            .partition(|(_, (body, _))| matches!(body, Body::Forward { .. } | Body::ForwardMessage { .. }));
+            .partition(|(_, f)| matches!(f.body, Body::Forward { .. } | Body::ForwardMessage { .. }));
         self.resend = kept;
-        for (_, (body, _)) in forwarded {
+        for (_, Forwarded { body, .. }) in forwarded {
             match body {
                 Body::Forward { request, data } => ops.push(Op::Writeset { origin: me, request, data }),
                 Body::ForwardMessage { request, data } => ops.push(Op::Message { origin: me, request, data }),
@@ -1254,19 +1327,16 @@ impl<S: LogStore> Member<S> {
         self.applied.directory.contains_key(&id) || self.seeds.contains(&id) || self.raft.is_voter(id)
     }
 
+    /// An arbitrator that leads is never protected so: it leads only until a member with
+    /// data can take over (`hand_over_lead`), and any such member may.
     fn leader_alive(&self, other_than: MemberId) -> bool {
-        self.leader.is_some_and(|l| l != other_than && l != self.info.id)
+        self.leader.is_some_and(|l| l != other_than && l != self.info.id && !self.applied.is_arbitrator(l))
             && self.now_ms < self.leader_heard_ms + self.config.election_timeout_min_ms
     }
 
     /// Pre-vote (Raft §9.6): only a member a quorum would elect raises its term, so one
     /// cut off in a minority does not depose the leader when it returns.
     fn start_pre_vote(&mut self) {
-        if self.info.arbitrator {
-            // It only votes: a leader without data would put a hop between every writer and
-            // the order, and a component with only an arbitrator has nothing to serve.
-            return;
-        }
         let term = self.raft.term() + 1;
         self.pre_vote = Some((term, [self.info.id].into()));
         self.leader = None;
@@ -1275,6 +1345,29 @@ impl<S: LogStore> Member<S> {
             self.send(peer, Body::PreVote { term, last });
         }
         self.campaign_if_elected();
+    }
+
+    /// An arbitrator leads only to bring a member with data up to date (a leader without
+    /// data puts a hop between every writer and the order): once a voter with data has its
+    /// whole log and is in contact, that voter is asked to start an election, which it wins.
+    fn hand_over_lead(&mut self) {
+        let (min, max) = (self.config.election_timeout_min_ms, self.config.election_timeout_max_ms);
+        if !self.info.arbitrator || self.now_ms < self.handover_asked_ms + max {
+            return;
+        }
+        let last = self.raft.last_index();
+        let now = self.now_ms;
+        let heir = self.raft.latest_membership().voters.iter().copied().find(|&v| {
+            v != self.info.id
+                && !self.applied.is_arbitrator(v)
+                && self.raft.follower_match_index(v) == Some(last)
+                && self.last_heard_ms.get(&v).is_some_and(|&t| now <= t + min)
+        });
+        if let Some(heir) = heir {
+            log::info!("{}: arbitrator leading: asking {heir}, which has the whole log, to take over", self.info.id);
+            self.handover_asked_ms = now;
+            self.send(heir, Body::Campaign);
+        }
     }
 
     fn campaign_if_elected(&mut self) {
@@ -1441,6 +1534,9 @@ impl<S: LogStore> Member<S> {
             };
             let size = entry.size_bytes();
             let (index, numbered) = (entry.position.index, self.applied.seqno);
+            if entry.payload == Payload::LeaderChange {
+                self.forwarded_lost_before(entry.position.term);
+            }
             match self.applied.apply(&entry) {
                 Applied::Delivered(delivered) => {
                     if matches!(delivered.kind, DeliveredKind::View(_)) {
@@ -1686,21 +1782,32 @@ impl<S: LogStore> Member<S> {
             contact.insert(self.info.id);
             self.raft.latest_membership().has_quorum(&contact)
         } else {
-            self.leader.is_some() && self.leader_primary && fresh(self.leader_heard_ms)
+            // Also while an election runs (no leader known): still the primary component
+            // until the last leader has been silent for the suspect timeout, as Galera keeps
+            // its view until it suspects a member. An election alone ends nothing.
+            self.leader_primary && fresh(self.leader_heard_ms)
         }
     }
 
     fn has_left(&self) -> bool {
         let me = self.info.id;
-        let alone = self.applied.view.members.len() == 1 && self.raft.latest_membership().voters.len() == 1;
+        // The last member with data stays a voter as it goes (`next_change`).
+        let others = |id: MemberId| id != me && !self.applied.is_arbitrator(id);
+        let alone = !self.applied.view.members.iter().any(|m| others(m.id))
+            && !self.raft.latest_membership().voters.iter().any(|&v| others(v));
         self.leaving && (self.removed || is_out(&self.applied.membership, me) || alone)
     }
 
     fn reset_election_timer(&mut self) {
+        let (min, max) = (self.config.election_timeout_min_ms, self.config.election_timeout_max_ms);
         let wait = if self.raft.role() == Role::Leader {
             self.config.heartbeat_interval_ms
+        } else if self.info.arbitrator {
+            // A member with data normally wins first; the arbitrator stands only when none
+            // can, having entries that none of them has (see `hand_over_lead`).
+            self.rng.range(min, max) + 2 * max
         } else {
-            self.rng.range(self.config.election_timeout_min_ms, self.config.election_timeout_max_ms)
+            self.rng.range(min, max)
         };
         self.election_deadline_ms = self.now_ms + wait;
     }
@@ -1820,11 +1927,12 @@ enum Change {
     Remove(MemberId),
 }
 
-/// Removals first (they never need the departing member), never the last voter.
+/// Removals first (they never need the departing member), never of the last voter with data:
+/// arbitrators alone could never elect a leader again (docs/design/arbitrator.md).
 fn next_change(latest: &Membership, applied: &AppliedState) -> Option<Change> {
     let unwanted = latest.voters.iter().find(|v| applied.directory.get(v).is_some_and(|e| !e.wants_in));
     if let Some(&v) = unwanted {
-        if latest.voters.len() > 1 {
+        if latest.voters.iter().any(|&other| other != v && !applied.is_arbitrator(other)) {
             return Some(Change::Remove(v));
         }
     }
@@ -1833,6 +1941,15 @@ fn next_change(latest: &Membership, applied: &AppliedState) -> Option<Change> {
 
 /// How many times a forwarded request is sent again to a new leader.
 const FORWARD_ATTEMPTS: u8 = 3;
+
+/// A submission forwarded to the leader (or waiting to be) until it is ordered.
+struct Forwarded {
+    body: Body,
+    /// Times it may still be sent again after a member refused it as not leading.
+    attempts: u8,
+    /// Our term when it went to the leader; `None` while it waits for one.
+    sent_in: Option<u64>,
+}
 
 /// What a follower sends the leader to have `op` ordered for it.
 fn forward_body(op: Op) -> Body {

@@ -89,6 +89,9 @@ pub enum Body {
         request: u64,
         index: Option<u64>,
     },
+    /// From an arbitrator that leads: the receiver has its whole log and should start an
+    /// election now, to take the lead over (Raft's leadership transfer, "TimeoutNow").
+    Campaign,
 }
 
 const BODY_RAFT: u8 = 1;
@@ -108,6 +111,7 @@ const BODY_PROBE: u8 = 14;
 const BODY_STALE: u8 = 15;
 const BODY_FORWARD_PART: u8 = 16;
 const BODY_FORWARD_END: u8 = 17;
+const BODY_CAMPAIGN: u8 = 18;
 
 impl Message {
     /// The writeset bytes it carries, which is its size near enough to count it against
@@ -194,6 +198,9 @@ impl Message {
             Body::Stale => {
                 w.u8(BODY_STALE);
             }
+            Body::Campaign => {
+                w.u8(BODY_CAMPAIGN);
+            }
         }
     }
 
@@ -236,6 +243,7 @@ impl Message {
             }
             BODY_PROBE => Body::Probe,
             BODY_STALE => Body::Stale,
+            BODY_CAMPAIGN => Body::Campaign,
             _ => return Err(DecodeError("unknown message body")),
         };
         r.finish()?;

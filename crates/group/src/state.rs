@@ -217,6 +217,11 @@ pub struct AppliedState {
 }
 
 impl AppliedState {
+    /// `id` is an arbitrator (a voter without data), as its last join said.
+    pub fn is_arbitrator(&self, id: MemberId) -> bool {
+        self.directory.get(&id).is_some_and(|e| e.info.arbitrator)
+    }
+
     /// Applies the next committed entry; returns what it yields.
     pub fn apply(&mut self, entry: &Entry) -> Applied {
         debug_assert_eq!(entry.position.index, self.position.index + 1);

@@ -69,8 +69,8 @@ pub struct MemberInfo {
     /// derives the identity it shows from it (Galera gives a node a new UUID at every
     /// connection, and MariaDB relies on that).
     pub incarnation: u64,
-    /// A voter that holds no data (`lockstep arbitrator`, Galera's garbd): it never leads,
-    /// donates, votes on a failed commit or reports a commit cut.
+    /// A voter that holds no data (`lockstep arbitrator`, Galera's garbd): it leads only to
+    /// hand the lead over, and never donates, votes on a failed commit or reports a commit cut.
     pub arbitrator: bool,
 }
 

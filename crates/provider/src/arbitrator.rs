@@ -1,8 +1,9 @@
 //! The arbitrator (`lockstep arbitrator`, Galera's garbd): a member of the group that votes
 //! and holds no data. Two data nodes and an arbitrator keep a primary component when either
 //! data node dies. It takes the order like any member (so it can vote on what is committed)
-//! and throws each delivery away; it never leads, donates, votes on a failed commit or reports
-//! a commit cut (`MemberInfo::arbitrator`; see docs/design/arbitrator.md).
+//! and throws each delivery away; it leads only to hand the lead over, and never donates,
+//! votes on a failed commit or reports a commit cut (`MemberInfo::arbitrator`; see
+//! docs/design/arbitrator.md).
 
 use crate::addresses::{AddressSettings, GroupAddresses};
 use crate::options::{NodeSite, Options};

@@ -54,7 +54,7 @@ pub struct Scenario {
     pub gcache_bytes: u64,
     /// Some runs order most writesets in parts of a few bytes.
     pub part_bytes: usize,
-    /// Some runs of 3 or more make the last member an arbitrator (votes, never leads).
+    /// Some runs of 3 or more make the last member an arbitrator (votes, holds no data).
     pub arbitrator: bool,
 }
 
@@ -575,12 +575,6 @@ impl Sim {
         }
         for i in 0..self.nodes.len() {
             self.drain(i)?;
-        }
-        for i in 0..self.nodes.len() {
-            if self.nodes[i].member.as_ref().is_some_and(|m| m.leads()) {
-                let info = self.nodes[i].info.clone();
-                self.check(|c| c.on_leader(&info))?;
-            }
         }
         self.finish_leaves();
         for i in 0..self.nodes.len() {

@@ -302,3 +302,45 @@ fn with_ignore_sb_a_member_cut_off_by_a_partition_rejoins_the_forced_component_w
     assert!(back[4..].iter().all(|k| k.ends_with("of 2")), "then at most the remerge views: {back:?}");
     assert!(sim.submit_tagged(id(2), b"back".to_vec(), 8, false));
 }
+
+#[test]
+fn writes_on_a_follower_while_its_leader_dies_wait_for_the_next_leader_instead_of_failing() {
+    let mut sim = formed(3);
+    let leader = sim.status(id(2)).unwrap().leader.expect("a leader");
+    let follower = if leader == id(2) { id(3) } else { id(2) };
+    let before = sim.status(follower).unwrap().last_seqno;
+    sim.crash(leader, None);
+    // Forwarded to the dead leader: lost with it, sent again once the next one leads.
+    assert!(sim.submit_tagged(follower, b"to the dead leader".to_vec(), 1, false));
+    sim.run_for(GroupConfig::new("sim").election_timeout_max_ms).unwrap();
+    assert!(sim.submit_tagged(follower, b"around the election".to_vec(), 2, false));
+    // Well within the submission timeout, before the dead leader is even evicted.
+    sim.run_for(5_000).unwrap();
+    assert_eq!(sim.take_failures(follower), vec![]);
+    let s = sim.status(follower).unwrap();
+    assert!(s.primary, "{s:?}");
+    assert_eq!(s.last_seqno, before + 2, "{s:?}");
+}
+
+#[test]
+fn an_arbitrator_that_alone_has_the_latest_entries_leads_until_a_member_with_data_has_them() {
+    let mut sim = Sim::with_arbitrator(9, 3, GroupConfig::new("sim"), true);
+    sim.run_for(10_000).unwrap();
+    assert_eq!(sim.status(id(1)).unwrap().leader, Some(id(1)));
+    // Member 2 is cut off while member 1 commits with the arbitrator's vote, then dies.
+    sim.partition(&[1].into());
+    for k in 0..5 {
+        assert!(sim.submit(id(1), vec![k; 10]));
+    }
+    sim.run_for(1_000).unwrap();
+    let committed = sim.status(id(1)).unwrap().last_seqno;
+    sim.crash(id(1), None);
+    sim.heal();
+    // Member 2 cannot win alone (the arbitrator has entries it lacks): the arbitrator leads,
+    // brings it up to date and hands the lead over.
+    sim.run_for(20_000).unwrap();
+    let s = sim.status(id(2)).unwrap();
+    assert_eq!(s.leader, Some(id(2)), "{s:?}");
+    assert!(s.primary && s.last_seqno >= committed, "{s:?} (committed {committed})");
+    assert!(sim.submit(id(2), b"after the hand-over".to_vec()));
+}

@@ -2,7 +2,7 @@
 //! acknowledgement and restart as it happens, and the end state after the heal phase.
 
 mod acked_survive;
-mod arbitrator_never_leads;
+mod arbitrator_hands_over;
 mod cache_serves;
 mod message_order;
 mod no_gaps;
@@ -11,7 +11,7 @@ mod same_bytes;
 mod view_order;
 
 pub use acked_survive::AckedSurvive;
-pub use arbitrator_never_leads::ArbitratorNeverLeads;
+pub use arbitrator_hands_over::ArbitratorHandsOver;
 pub use cache_serves::CacheServes;
 pub use message_order::MessageOrder;
 pub use no_gaps::NoGaps;
@@ -20,7 +20,7 @@ pub use same_bytes::SameBytes;
 pub use view_order::ViewOrder;
 
 use crate::member::Status;
-use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno};
+use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, Seqno};
 
 /// State of the members still running when the run ends.
 pub struct EndState {
@@ -47,10 +47,6 @@ pub trait Invariant {
     fn on_message_ack(&mut self, _member: MemberId, _request: u64, _seqno: Seqno, _hash: u64) -> Result<(), String> {
         Ok(())
     }
-    /// After each step, every member that leads.
-    fn on_leader(&mut self, _member: &MemberInfo) -> Result<(), String> {
-        Ok(())
-    }
     /// The member (re)starts and resumes delivering after `resume_after`.
     fn on_restart(&mut self, _member: MemberId, _resume_after: Seqno) -> Result<(), String> {
         Ok(())
@@ -64,7 +60,7 @@ pub trait Invariant {
 pub fn all() -> Vec<Box<dyn Invariant>> {
     vec![
         Box::new(SameBytes::default()),
-        Box::new(ArbitratorNeverLeads),
+        Box::new(ArbitratorHandsOver),
         Box::new(NoGaps::default()),
         Box::new(ViewOrder::default()),
         Box::new(AckedSurvive::default()),
