@@ -26,7 +26,7 @@ pub enum ClusterCommand {
         /// Also run an arbitrator (`lockstep arbitrator`, Galera's garbd): a voting member
         /// without data, e.g. with --nodes 2 so either node may die. Give a program to run
         /// another one with the same options (--arbitrator=/usr/bin/garbd beside Galera).
-        #[arg(long, value_name = "PROGRAM", num_args = 0..=1, default_missing_value = "")]
+        #[arg(long, value_name = "PROGRAM", num_args = 0..=1, default_missing_value = "lockstep")]
         arbitrator: Option<PathBuf>,
     },
     /// Print each node's wsrep status and ports.
@@ -88,7 +88,8 @@ fn up(
         Cluster::open(&dir)?
     } else {
         let program = match arbitrator {
-            Some(program) if program.as_os_str().is_empty() => {
+            // This program's own `arbitrator` command.
+            Some(program) if program.as_os_str() == "lockstep" => {
                 Some(std::env::current_exe().map_err(|e| Error::Invalid(format!("cannot find this program: {e}")))?)
             }
             other => other,
