@@ -30,11 +30,10 @@ pub struct GroupConfig {
     pub election_timeout_max_ms: u64,
     /// Galera `evs.suspect_timeout` (5 s): without contact to a leader holding quorum for
     /// this long, a member declares itself non-primary; a leader does the same without
-    /// contact to a quorum.
+    /// contact to a quorum, and removes a member silent this long from the quorum (Galera
+    /// evicts a member all others suspect), so the survivors keep a primary component
+    /// through further failures.
     pub suspect_timeout_ms: u64,
-    /// Galera `evs.inactive_timeout` (15 s): the leader removes a member silent this long
-    /// from the quorum, so the survivors keep a primary component through further failures.
-    pub inactive_timeout_ms: u64,
     /// A joining member repeats its join request this often until it is in a view.
     pub join_retry_ms: u64,
     /// A submission without a seqno after this long (or twice `suspect_timeout_ms`, see
@@ -69,7 +68,6 @@ impl GroupConfig {
             election_timeout_min_ms: 1000,
             election_timeout_max_ms: 2000,
             suspect_timeout_ms: 5000,
-            inactive_timeout_ms: 15000,
             join_retry_ms: 1000,
             submit_timeout_ms: 10000,
             max_writeset_bytes: WRITESET_LIMIT_BYTES,

@@ -1874,7 +1874,7 @@ impl<S: LogStore> Member<S> {
     }
 
     /// Leader: one membership change at a time toward the directory's wishes, and
-    /// removal of members silent for `inactive_timeout_ms`.
+    /// removal of members silent for `suspect_timeout_ms`.
     fn lead_membership(&mut self) {
         self.lead_own_membership();
         let latest = self.raft.latest_membership();
@@ -1889,13 +1889,13 @@ impl<S: LogStore> Member<S> {
             .filter(|&v| v != self.info.id)
             .filter(|v| {
                 let heard = self.last_heard_ms.get(v).copied().unwrap_or(0);
-                now > heard.max(self.leader_since_ms) + self.config.inactive_timeout_ms
+                now > heard.max(self.leader_since_ms) + self.config.suspect_timeout_ms
             })
             .filter(|v| self.applied.directory.get(v).is_some_and(|e| e.wants_in))
             .collect();
         for v in inactive {
             if self.may_propose_for(v) {
-                log::info!("{}: evicting {v}, silent past inactive_timeout", self.info.id);
+                log::info!("{}: evicting {v}, silent past suspect_timeout", self.info.id);
                 self.propose(&Op::Leave(v));
             }
         }

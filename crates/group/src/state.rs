@@ -18,7 +18,7 @@ pub enum Op {
     },
     /// A member asks to be in the primary component (name and address for views).
     Join(MemberInfo),
-    /// A member leaves, gracefully or evicted after `inactive_timeout_ms`.
+    /// A member leaves, gracefully or evicted after `suspect_timeout_ms`.
     Leave(MemberId),
     /// The cluster's history and base seqno: the bootstrapper's first command.
     Genesis(Genesis),

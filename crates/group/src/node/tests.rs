@@ -29,7 +29,6 @@ fn config(n: usize, ports: &[u16], dir: &Path, bootstrap: Option<Genesis>, resum
     group.heartbeat_interval_ms = 50;
     group.join_retry_ms = 200;
     group.suspect_timeout_ms = 1_000;
-    group.inactive_timeout_ms = 2_000;
     let data_dir = dir.join(format!("node{n}"));
     NodeConfig {
         group,
@@ -129,7 +128,7 @@ fn three_nodes_over_tcp_order_writesets_and_messages_and_an_evicted_member_rejoi
         histories[0].iter().filter(|(_, k, _)| *k != "message").map(|(s, _, b)| (*s, b.clone())).collect();
     assert_eq!(served, numbered);
 
-    // Member 3 stays down past inactive_timeout: the others evict it. Restarted from its
+    // Member 3 stays down past suspect_timeout: the others evict it. Restarted from its
     // cache, no longer a voter, it joins again by itself: here with no seed but itself,
     // through the members its cache names.
     let id3 = nodes[2].status().id;
@@ -275,7 +274,6 @@ fn a_writeset_of_many_parts_reaches_everyone_whole_a_bigger_one_is_refused_and_t
             config.group.election_timeout_min_ms = 5_000;
             config.group.election_timeout_max_ms = 10_000;
             config.group.suspect_timeout_ms = 20_000;
-            config.group.inactive_timeout_ms = 60_000;
             config.group.submit_timeout_ms = 60_000;
             GroupNode::start(config).unwrap()
         })
@@ -325,7 +323,6 @@ fn a_panic_in_the_member_fails_it_visibly_and_nothing_waits_for_it() {
             let mut config = config(n, &ports, &dir, (n == 1).then_some(genesis), 0);
             // The leader stays primary a while after losing its followers.
             config.group.suspect_timeout_ms = 60_000;
-            config.group.inactive_timeout_ms = 60_000;
             GroupNode::start(config).unwrap()
         })
         .collect();

@@ -792,7 +792,7 @@ impl Sim {
         if down < (n - 1) / 2 && self.rng.chance(s.crash_per_million) {
             let victim = self.rng.range(0, n as u64) as usize;
             if self.nodes[victim].member.is_some() {
-                // Some outages outlast inactive_timeout, so eviction and rejoin happen too.
+                // Some outages outlast suspect_timeout, so eviction and rejoin happen too.
                 let outage = self.rng.range(200, 25_000);
                 self.crash(MemberId(victim as u64 + 1), Some(outage));
             }

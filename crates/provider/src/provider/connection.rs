@@ -285,7 +285,6 @@ pub(crate) fn group_config(cluster_name: &str, options: &Options) -> GroupConfig
     let mut config = GroupConfig::new(cluster_name);
     let ms = |key: &str| options.period(key).as_millis() as u64;
     config.suspect_timeout_ms = ms("evs.suspect_timeout").max(config.election_timeout_max_ms);
-    config.inactive_timeout_ms = ms("evs.inactive_timeout").max(config.suspect_timeout_ms);
     config.gcache_bytes = options.size("gcache.size").max(1 << 20);
     config.max_writeset_bytes = max_writeset_bytes(options) as u32;
     config.ignore_split_brain = ignores_split_brain(options);
