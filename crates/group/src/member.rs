@@ -1882,10 +1882,16 @@ impl<S: LogStore> Member<S> {
             return;
         }
         let now = self.now_ms;
+        // Only a leader in contact with a quorum evicts: one cut off itself (`gmcast.isolate`,
+        // a partition) would otherwise leave the eviction in its log, to be committed when
+        // the member it could not hear comes back, removing it just as it returns (mtr
+        // MDEV-35946). The same timeout ends its own primary component first.
+        let primary = self.is_primary();
         let inactive: Vec<MemberId> = latest
             .voters
             .iter()
             .copied()
+            .filter(|_| primary)
             .filter(|&v| v != self.info.id)
             .filter(|v| {
                 let heard = self.last_heard_ms.get(v).copied().unwrap_or(0);

@@ -348,3 +348,28 @@ fn an_arbitrator_that_alone_has_the_latest_entries_leads_until_a_member_with_dat
     assert!(s.primary && s.last_seqno >= committed, "{s:?} (committed {committed})");
     assert!(sim.submit(id(2), b"after the hand-over".to_vec()));
 }
+
+#[test]
+fn a_leader_cut_off_from_its_only_peer_evicts_nobody_and_both_go_on_together_when_it_returns() {
+    let mut sim = formed(2);
+    let before = sim.status(id(2)).unwrap();
+    assert_eq!(before.leader, Some(id(1)));
+    // As `gmcast.isolate=1` on the leader (mtr MDEV-35946): neither side has a quorum.
+    sim.partition(&[0].into());
+    sim.run_for(GroupConfig::new("sim").suspect_timeout_ms * 2).unwrap();
+    assert!(!sim.status(id(1)).unwrap().primary);
+    assert!(!sim.status(id(2)).unwrap().primary);
+    sim.heal();
+    // Every view from then on has both: no eviction left over from the time the leader was
+    // alone (which removed member 2 just as it came back).
+    for _ in 0..50 {
+        sim.run_for(100).unwrap();
+        let view = sim.status(id(1)).unwrap().view;
+        assert_eq!(view.members.len(), 2, "{view:?}");
+    }
+    let first = sim.status(id(1)).unwrap();
+    for n in 1..=2 {
+        let s = sim.status(id(n)).unwrap();
+        assert!(s.primary && s.view == first.view && s.view.view_id > before.view.view_id, "{s:?}");
+    }
+}
