@@ -108,10 +108,6 @@ impl Arbitrator {
         Ok(Arbitrator { node, cache_dir, temporary })
     }
 
-    pub fn status(&self) -> Status {
-        self.node.status()
-    }
-
     /// Runs until `stop` is set (then leaves the group cleanly) or the member fails.
     pub fn run(self, stop: &AtomicBool) -> Result<(), String> {
         let failed = loop {
