@@ -703,11 +703,7 @@ impl<S: LogStore> Member<S> {
                 continue;
             }
             let f = self.resend.remove(&request).expect("listed above");
-            let op = match f.body {
-                Body::Forward { request, data } => Op::Writeset { origin: me, request, data },
-                Body::ForwardMessage { request, data } => Op::Message { origin: me, request, data },
-                _ => unreachable!("only writesets and messages are held"),
-            };
+            let op = own_op(me, f.body).expect("only writesets and messages are held");
             if self.pending.contains_key(&request) && !self.propose(&op) {
                 self.pending.remove(&request);
                 self.complete(request, Err(SubmitError::NotPrimary));
@@ -1283,13 +1279,7 @@ impl<S: LogStore> Member<S> {
             .into_iter()
             .partition(|(_, f)| matches!(f.body, Body::Forward { .. } | Body::ForwardMessage { .. }));
         self.resend = kept;
-        for (_, Forwarded { body, .. }) in forwarded {
-            match body {
-                Body::Forward { request, data } => ops.push(Op::Writeset { origin: me, request, data }),
-                Body::ForwardMessage { request, data } => ops.push(Op::Message { origin: me, request, data }),
-                _ => {}
-            }
-        }
+        ops.extend(forwarded.into_values().filter_map(|f| own_op(me, f.body)));
         let deadline = self.now_ms + self.config.submission_timeout_ms();
         for op in ops {
             let (Op::Writeset { origin, request, .. } | Op::Message { origin, request, .. }) = &op else { continue };
@@ -1967,6 +1957,16 @@ fn forward_body(op: Op) -> Body {
         Op::Join(_) | Op::Leave(_) | Op::Genesis(_) | Op::Remerge { .. } => {
             unreachable!("only submissions are forwarded")
         }
+    }
+}
+
+/// The writeset or message `origin` forwarded as `body` (the inverse of `forward_body` for
+/// those two), to order it itself.
+fn own_op(origin: MemberId, body: Body) -> Option<Op> {
+    match body {
+        Body::Forward { request, data } => Some(Op::Writeset { origin, request, data }),
+        Body::ForwardMessage { request, data } => Some(Op::Message { origin, request, data }),
+        _ => None,
     }
 }
 
