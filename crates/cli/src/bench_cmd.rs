@@ -81,6 +81,7 @@ fn start_cluster(dir: &Path, fsync: bool) -> Result<Vec<Arc<GroupNode>>, String>
                 incoming_address: String::new(),
                 incarnation: 0,
                 arbitrator: false,
+                weight: 1,
             },
             listen: address.clone(),
             data_dir: dir.join(format!("member{}", id.0)),

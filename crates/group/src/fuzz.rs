@@ -57,6 +57,7 @@ mod tests {
             incoming_address: format!("10.0.0.{id}:3306"),
             incarnation: 77,
             arbitrator: false,
+            weight: 1,
         }
     }
 

@@ -30,6 +30,7 @@
 //!         incoming_address: "db1.example:3306".into(),
 //!         incarnation: 1, // new at every start: the application's view of the member's identity
 //!         arbitrator: false, // true for `lockstep arbitrator`: votes, holds no data
+//!         weight: 1, // `pc.weight`: its say in the quorum
 //!     },
 //!     listen: "0.0.0.0:4567".into(),
 //!     data_dir: datadir,
@@ -71,6 +72,7 @@ pub mod sim;
 pub mod state;
 pub mod transport;
 pub mod types;
+mod weights;
 
 /// Runs `f` on a background thread's behalf: a panic is logged as an error naming the
 /// thread and returned as its message, so the caller turns it into a visible failure

@@ -46,6 +46,9 @@ pub struct Status {
     pub left: bool,
     /// Storage or protocol failure; the member stopped.
     pub failed: Option<String>,
+    /// The committed voters are those this member's weight, and every other's, call for
+    /// (`pc.weight` is in force).
+    pub weights_settled: bool,
 }
 
 pub struct Member<S: LogStore> {
@@ -333,7 +336,14 @@ impl<S: LogStore> Member<S> {
             senders_paused: self.paused,
             left: self.has_left(),
             failed: self.failed.clone(),
+            weights_settled: self.weights_settled(),
         }
+    }
+
+    fn weights_settled(&self) -> bool {
+        let m = &self.applied.membership;
+        let in_force = self.applied.directory.values().filter(|e| e.wants_in).all(|e| m.contains(e.info.id));
+        self.directory_knows_me() && !m.is_joint() && in_force && m.voters == self.applied.voters_by_weight()
     }
 
     /// Receive-queue length of every member: ordered events it has not handed to its
@@ -513,16 +523,17 @@ impl<S: LogStore> Member<S> {
                 }
             }
             Body::Forward { request, data } => {
-                self.order_forwarded(from, request, Op::Writeset { origin: from, request, data });
+                self.order_forwarded(from, message.term, request, Op::Writeset { origin: from, request, data });
             }
             Body::ForwardMessage { request, data } => {
-                self.order_forwarded(from, request, Op::Message { origin: from, request, data });
+                self.order_forwarded(from, message.term, request, Op::Message { origin: from, request, data });
             }
             Body::ForwardPart { request, upload, part, data } => {
-                self.order_forwarded(from, request, Op::Part(Part { origin: from, request, upload, part, data }));
+                let op = Op::Part(Part { origin: from, request, upload, part, data });
+                self.order_forwarded(from, message.term, request, op);
             }
             Body::ForwardEnd { request, parts, data } => {
-                self.order_forwarded(from, request, Op::Assembled { origin: from, request, parts, data });
+                self.order_forwarded(from, message.term, request, Op::Assembled { origin: from, request, parts, data });
             }
             Body::Remerge { view_id } => {
                 if self.applied.view.contains(from) {
@@ -567,7 +578,7 @@ impl<S: LogStore> Member<S> {
             // The envelope told what they say (`same_bootstrap`).
             Body::Probe | Body::Stale => {}
             Body::Campaign => {
-                let asked_by_leader = self.leader == Some(from) && self.applied.is_arbitrator(from);
+                let asked_by_leader = self.leader == Some(from) && !self.may_lead(from);
                 if asked_by_leader && self.raft.is_voter(self.info.id) && !self.info.arbitrator {
                     self.start_pre_vote();
                     self.reset_election_timer();
@@ -577,7 +588,7 @@ impl<S: LogStore> Member<S> {
             Body::PreVote { term, last } => {
                 let granted = term > self.raft.term()
                     && !self.leader_alive(from)
-                    && self.raft.is_voter(from)
+                    && self.may_campaign(from)
                     && last >= self.raft.last_position();
                 self.send(from, Body::PreVoteReply { term, granted });
                 if term <= self.raft.term() {
@@ -1086,7 +1097,7 @@ impl<S: LogStore> Member<S> {
     }
 
     fn receive_raft(&mut self, from: MemberId, raft: RaftMessage, payloads: Vec<Vec<u8>>, leader_primary: bool) {
-        if raft.is_vote_request() && (self.leader_alive(from) || !self.raft.is_voter(from)) {
+        if raft.is_vote_request() && (self.leader_alive(from) || !self.may_campaign(from)) {
             // A member still hearing a live leader ignores campaigns (Raft §4.2.3).
             return;
         }
@@ -1129,8 +1140,15 @@ impl<S: LogStore> Member<S> {
     }
 
     /// A writeset or message from a follower: ordered if we are a primary leader.
-    fn order_forwarded(&mut self, from: MemberId, request: u64, op: Op) {
-        if self.forwarded_set.contains(&(from, request)) {
+    /// Leader: orders what `from` forwarded in `term`. A writeset or message sent in an
+    /// earlier term is dropped: that term's leader may have ordered it already (a copy that
+    /// waited in a queue, or a duplicate; found by the simulator, seed 914: ordered twice),
+    /// and if it did not, its origin sends it again once it applies this term's first entry
+    /// (`forwarded_lost_before`). Parts need no such rule: a part ordered twice is refused
+    /// when applied.
+    fn order_forwarded(&mut self, from: MemberId, term: u64, request: u64, op: Op) {
+        let single = matches!(op, Op::Writeset { .. } | Op::Message { .. });
+        if self.forwarded_set.contains(&(from, request)) || (single && term < self.raft.term()) {
             return;
         }
         if !self.in_configuration(from) {
@@ -1200,6 +1218,16 @@ impl<S: LogStore> Member<S> {
 
     /// Galera's `pc.bootstrap=1`: a non-primary member makes the members it hears from the
     /// primary component ([`Member::force_primary`]); on a primary member nothing happens.
+    /// Our say in the quorum (`pc.weight`): the join requests repeat until the directory
+    /// holds it (`ask_membership`), and the leader then moves the voters to match.
+    pub fn set_weight(&mut self, weight: u8) {
+        if self.info.weight != weight {
+            log::info!("{}: weight {} -> {weight}", self.info.id, self.info.weight);
+            self.info.weight = weight;
+            self.next_join_ms = self.now_ms;
+        }
+    }
+
     pub fn bootstrap_primary(&mut self) {
         if let Err(e) = self.force_primary() {
             self.failed = Some(format!("cannot make a primary component without a quorum: {e}"));
@@ -1216,7 +1244,7 @@ impl<S: LogStore> Member<S> {
             return Ok(());
         }
         let now = self.now_ms;
-        let voters = self.voters_in_contact();
+        let voters = self.members_in_contact();
         // A Note: the operator asked for it (`pc.ignore_sb`, `pc.bootstrap`).
         log::info!(
             "{}: not primary and ignoring split brain: members {voters:?} continue as the primary component without \
@@ -1234,7 +1262,9 @@ impl<S: LogStore> Member<S> {
                 entry.wants_in = false;
             }
         }
-        let membership = Membership { voters, new_voters: BTreeSet::new() };
+        // Every member in contact votes in the forced component; weights then make some of
+        // them non-voters again (`lead_membership`).
+        let membership = Membership { voters, ..Membership::default() };
         self.applied.membership = membership.clone();
         // Parts before the new boundary go: the uploads they began are dropped (their origins
         // learn it in `settle_uploads` or when their next part is refused).
@@ -1293,35 +1323,59 @@ impl<S: LogStore> Member<S> {
         self.reorder.sort_by_key(|&(request, _)| request);
     }
 
-    /// Voters heard from within the suspect timeout, and us.
-    fn voters_in_contact(&self) -> BTreeSet<MemberId> {
+    /// Members of our latest configuration (voters or not) heard from within the suspect
+    /// timeout, and us.
+    fn members_in_contact(&self) -> BTreeSet<MemberId> {
         let now = self.now_ms;
         let heard =
             |id: &MemberId| self.last_heard_ms.get(id).is_some_and(|t| now <= t + self.config.suspect_timeout_ms);
-        let mut voters: BTreeSet<MemberId> = self.raft.latest_membership().all_voters().filter(heard).collect();
-        voters.insert(self.info.id);
-        voters
+        let latest = self.raft.latest_membership();
+        let mut members: BTreeSet<MemberId> =
+            latest.all_voters().chain(latest.non_voters.iter().copied()).filter(heard).collect();
+        members.insert(self.info.id);
+        members
     }
 
-    /// In our view or among the voters of our latest configuration (a member being added may
-    /// be in one before the other).
+    /// In our view or in our latest configuration (a member being added may be in one
+    /// before the other).
     fn in_configuration(&self, id: MemberId) -> bool {
-        self.applied.view.contains(id) || self.raft.latest_membership().all_voters().any(|v| v == id)
+        self.applied.view.contains(id) || self.raft.latest_membership().contains(id)
     }
 
     fn quorum_in_contact(&self) -> bool {
-        self.raft.latest_membership().has_quorum(&self.voters_in_contact())
+        self.raft.latest_membership().has_quorum(&self.members_in_contact())
     }
 
     fn is_known(&self, id: MemberId) -> bool {
         self.applied.directory.contains_key(&id) || self.seeds.contains(&id) || self.raft.is_voter(id)
     }
 
-    /// An arbitrator that leads is never protected so: it leads only until a member with
-    /// data can take over (`hand_over_lead`), and any such member may.
+    /// A leader that should not lead is never protected so: it leads only until a member
+    /// that should can take over (`hand_over_lead`), and any such member may.
     fn leader_alive(&self, other_than: MemberId) -> bool {
-        self.leader.is_some_and(|l| l != other_than && l != self.info.id && !self.applied.is_arbitrator(l))
+        self.leader.is_some_and(|l| l != other_than && l != self.info.id && self.may_lead(l))
             && self.now_ms < self.leader_heard_ms + self.config.election_timeout_min_ms
+    }
+
+    /// Whether a vote request from `from` is heard: from a member of our configuration
+    /// (voter or not) or of our directory, or from anyone while we know no configuration.
+    /// Our configuration may be stale: a member we last saw as a non-voter, or not at all,
+    /// may since have become a voter that needs our vote, when a leader added us and crashed
+    /// before the change committed (found by the simulator, seed 477 with weights: the sole
+    /// voter restarted and a returning member, whose log still called it a non-voter,
+    /// refused it forever). Raft grants votes by log, not by membership; this only keeps
+    /// strangers from raising terms.
+    fn may_campaign(&self, from: MemberId) -> bool {
+        let latest = self.raft.latest_membership();
+        latest.voters.is_empty() || latest.contains(from) || self.applied.directory.contains_key(&from)
+    }
+
+    /// Whether `id` should lead for long: a member with data that its weight makes a voter
+    /// (an arbitrator, or a voter about to become a non-voter, hands the lead over). Before
+    /// the directory is applied (a restarted member replaying its log) weights say nothing.
+    fn may_lead(&self, id: MemberId) -> bool {
+        let by_weight = self.applied.voters_by_weight();
+        !self.applied.is_arbitrator(id) && (by_weight.is_empty() || by_weight.contains(&id))
     }
 
     /// Pre-vote (Raft §9.6): only a member a quorum would elect raises its term, so one
@@ -1338,23 +1392,28 @@ impl<S: LogStore> Member<S> {
     }
 
     /// An arbitrator leads only to bring a member with data up to date (a leader without
-    /// data puts a hop between every writer and the order): once a voter with data has its
-    /// whole log and is in contact, that voter is asked to start an election, which it wins.
+    /// data puts a hop between every writer and the order), and a leader whose weight no
+    /// longer makes it a voter only until another can lead (the new leader then makes it a
+    /// non-voter): once a voter that may lead has the whole log and is in contact, it is asked
+    /// to start an election, which it wins.
     fn hand_over_lead(&mut self) {
         let (min, max) = (self.config.election_timeout_min_ms, self.config.election_timeout_max_ms);
-        if !self.info.arbitrator || self.now_ms < self.handover_asked_ms + max {
+        if self.may_lead(self.info.id) || self.now_ms < self.handover_asked_ms + max {
             return;
         }
         let last = self.raft.last_index();
         let now = self.now_ms;
         let heir = self.raft.latest_membership().voters.iter().copied().find(|&v| {
             v != self.info.id
-                && !self.applied.is_arbitrator(v)
+                && self.may_lead(v)
                 && self.raft.follower_match_index(v) == Some(last)
                 && self.last_heard_ms.get(&v).is_some_and(|&t| now <= t + min)
         });
         if let Some(heir) = heir {
-            log::info!("{}: arbitrator leading: asking {heir}, which has the whole log, to take over", self.info.id);
+            log::info!(
+                "{}: leading but should not: asking {heir}, which has the whole log, to take over",
+                self.info.id
+            );
             self.handover_asked_ms = now;
             self.send(heir, Body::Campaign);
         }
@@ -1494,6 +1553,7 @@ impl<S: LogStore> Member<S> {
         let message = Message {
             from: self.info.id,
             group: self.group(),
+            term: self.raft.term(),
             recv_queue: self.own_queue_len(),
             leader_primary: is_leader && self.is_primary(),
             queue_table,
@@ -1526,6 +1586,10 @@ impl<S: LogStore> Member<S> {
             let (index, numbered) = (entry.position.index, self.applied.seqno);
             if entry.payload == Payload::LeaderChange {
                 self.forwarded_lost_before(entry.position.term);
+            }
+            if self.raft.role() == Role::Leader && crate::state::changes_membership(&entry.payload) {
+                // The next membership step at the next round, not the next heartbeat.
+                self.next_join_ms = self.now_ms;
             }
             match self.applied.apply(&entry) {
                 Applied::Delivered(delivered) => {
@@ -1880,6 +1944,7 @@ impl<S: LogStore> Member<S> {
         let inactive: Vec<MemberId> = latest
             .voters
             .iter()
+            .chain(&latest.non_voters)
             .copied()
             .filter(|_| primary)
             .filter(|&v| v != self.info.id)
@@ -1895,12 +1960,23 @@ impl<S: LogStore> Member<S> {
                 self.propose(&Op::Leave(v));
             }
         }
-        if let Some(change) = next_change(&latest, &self.applied) {
-            let (add, remove) = match change {
-                Change::Add(id) => (vec![id], vec![]),
-                Change::Remove(id) => (vec![], vec![id]),
-            };
-            self.raft.propose_membership_change(&add, &remove);
+        let me = self.info.id;
+        let wants_in = |id: &MemberId| self.applied.directory.get(id).is_some_and(|e| e.wants_in);
+        match next_change(&latest, &self.applied, me) {
+            Some(Change::Add(id)) => {
+                if latest.non_voters.contains(&id) {
+                    log::info!("{me}: weights (pc.weight) make {id} a voter");
+                }
+                self.raft.propose_membership_change(&[id], &[]);
+            }
+            Some(Change::Remove(id)) => {
+                if wants_in(&id) {
+                    log::info!("{me}: weights (pc.weight) make {id} a non-voter");
+                }
+                self.raft.propose_membership_change(&[], &[id]);
+            }
+            Some(Change::NonVoter(id, present)) => drop(self.raft.propose_non_voter_change(id, present)),
+            None => {}
         }
     }
 }
@@ -1919,20 +1995,39 @@ struct Sent {
 }
 
 enum Change {
+    /// Makes a voter of a member, or of a non-voter.
     Add(MemberId),
+    /// Takes a voter out (it may come back as a non-voter).
     Remove(MemberId),
+    /// Adds (`true`) or removes a non-voter.
+    NonVoter(MemberId, bool),
 }
 
-/// Removals first (they never need the departing member), never of the last voter with data:
-/// arbitrators alone could never elect a leader again (docs/design/arbitrator.md).
-fn next_change(latest: &Membership, applied: &AppliedState) -> Option<Change> {
-    let unwanted = latest.voters.iter().find(|v| applied.directory.get(v).is_some_and(|e| !e.wants_in));
-    if let Some(&v) = unwanted {
-        if latest.voters.iter().any(|&other| other != v && !applied.is_arbitrator(other)) {
-            return Some(Change::Remove(v));
-        }
+/// The next step toward the directory's wishes, as leader `me`: removals first (they never
+/// need the departing member), never of the last voter with data: arbitrators alone could
+/// never elect a leader again (docs/design/arbitrator.md). Voters follow the weights
+/// (crate::weights, docs/design/weighted-quorum.md); the leader itself is made a non-voter
+/// only by the next leader (`hand_over_lead`).
+fn next_change(latest: &Membership, applied: &AppliedState, me: MemberId) -> Option<Change> {
+    let wants_in = |id: &MemberId| applied.directory.get(id).is_some_and(|e| e.wants_in);
+    let by_weight = applied.voters_by_weight();
+    let removable = |v: MemberId| latest.voters.iter().any(|&other| other != v && !applied.is_arbitrator(other));
+    if let Some(&gone) = latest.voters.iter().find(|v| !wants_in(v) && removable(**v)) {
+        return Some(Change::Remove(gone));
     }
-    applied.directory.iter().find(|(id, e)| e.wants_in && !latest.voters.contains(id)).map(|(&id, _)| Change::Add(id))
+    if let Some(&gone) = latest.non_voters.iter().find(|v| !wants_in(v)) {
+        return Some(Change::NonVoter(gone, false));
+    }
+    // A member the weights leave out replicates as a non-voter; one just taken out of the
+    // voters comes back as one before the next is taken out.
+    let outside = applied.directory.keys().find(|id| wants_in(id) && !by_weight.contains(id) && !latest.contains(**id));
+    if let Some(&id) = outside {
+        return Some(Change::NonVoter(id, true));
+    }
+    if let Some(&demoted) = latest.voters.iter().find(|v| !by_weight.contains(v) && **v != me && removable(**v)) {
+        return Some(Change::Remove(demoted));
+    }
+    by_weight.iter().find(|v| !latest.voters.contains(v)).map(|&id| Change::Add(id))
 }
 
 /// How many times a forwarded request is sent again to a new leader.
@@ -1979,7 +2074,7 @@ fn first_request(rng: &mut Rng) -> u64 {
 /// Whether a membership change removing `id` is complete. A joint configuration is not
 /// enough: until the final one commits, an election still needs the old voters' majority.
 fn is_out(m: &Membership, id: MemberId) -> bool {
-    !m.is_joint() && !m.voters.contains(&id)
+    !m.is_joint() && !m.contains(id)
 }
 
 /// Raft infers an entry's term from the last leader-change entry before it; a cache whose
@@ -2017,6 +2112,7 @@ mod tests {
             incoming_address: String::new(),
             incarnation: 0,
             arbitrator: false,
+            weight: 1,
         }
     }
 
@@ -2084,6 +2180,7 @@ mod tests {
         let envelope = |body: Body| Message {
             from: MemberId(7), // a peer that reached the port but never joined
             group: leader.group(),
+            term: leader.status().term,
             recv_queue: 0,
             leader_primary: false,
             queue_table: vec![],
@@ -2108,6 +2205,31 @@ mod tests {
         }
         assert_eq!(leader.status().last_seqno, last, "nothing ordered");
         assert_eq!(follower.status().term, term, "the forged term was not adopted");
+    }
+
+    #[test]
+    fn a_writeset_forwarded_in_an_earlier_term_is_not_ordered_by_a_later_leader() {
+        let (mut leader, mut follower, mut now) = two_members();
+        let (term, group) = (leader.status().term, leader.group());
+        let forward = |term: u64, request: u64| Message {
+            from: MemberId(2),
+            group,
+            term,
+            recv_queue: 0,
+            leader_primary: false,
+            queue_table: vec![],
+            body: Body::Forward { request, data: b"ws".to_vec() },
+        };
+        let last = leader.status().last_seqno;
+        // A copy that waited in a queue since an earlier term: its term's leader may have
+        // ordered it already.
+        leader.receive(forward(term - 1, 1));
+        leader.receive(forward(term, 2));
+        for _ in 0..100 {
+            step(&mut leader, &mut follower, now, false);
+            now += 10;
+        }
+        assert_eq!(leader.status().last_seqno, last + 1, "only the one sent in this term");
     }
 
     /// A leader and a follower in a view of two, and the time they got there.

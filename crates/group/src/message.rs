@@ -11,6 +11,9 @@ pub struct Message {
     pub from: MemberId,
     /// The sender's bootstrap id (`Genesis::group`; 0 before it applied a genesis).
     pub group: u64,
+    /// The sender's Raft term when it sent this: a leader orders a forwarded writeset only
+    /// if it was sent in the leader's term (`Member::order_forwarded`).
+    pub term: u64,
     /// Sender's deliveries not yet taken by its application (flow control input).
     pub recv_queue: u32,
     /// Set by a leader in contact with a quorum: receivers are then primary.
@@ -134,7 +137,12 @@ impl Message {
     }
 
     pub fn encode_into(&self, w: &mut Writer) {
-        w.u64(self.from.0).u64(self.group).u32(self.recv_queue).bool(self.leader_primary).len(self.queue_table.len());
+        w.u64(self.from.0)
+            .u64(self.group)
+            .u64(self.term)
+            .u32(self.recv_queue)
+            .bool(self.leader_primary)
+            .len(self.queue_table.len());
         for (id, len) in &self.queue_table {
             w.u64(id.0).u32(*len);
         }
@@ -208,6 +216,7 @@ impl Message {
         let mut r = Reader::new(bytes);
         let from = MemberId(r.u64()?);
         let group = r.u64()?;
+        let term = r.u64()?;
         let recv_queue = r.u32()?;
         let leader_primary = r.bool()?;
         let n = r.len(12)?;
@@ -247,7 +256,7 @@ impl Message {
             _ => return Err(DecodeError("unknown message body")),
         };
         r.finish()?;
-        Ok(Self { from, group, recv_queue, leader_primary, queue_table, body })
+        Ok(Self { from, group, term, recv_queue, leader_primary, queue_table, body })
     }
 }
 
@@ -285,6 +294,7 @@ mod tests {
                 incoming_address: String::new(),
                 incarnation: 0,
                 arbitrator: false,
+                weight: 1,
             },
             GroupConfig::new("fuzz"),
             MemoryStore::new(),

@@ -156,7 +156,8 @@ impl DeliverySink for ChannelSink {
 }
 
 enum Event {
-    Incoming(Message),
+    /// Boxed: a message is far larger than every other event, and events wait in a queue.
+    Incoming(Box<Message>),
     /// A seed address answered as this member.
     Seed(MemberId),
     Submit(Vec<u8>, Reply),
@@ -174,6 +175,7 @@ enum Event {
     /// `pc.bootstrap=1`.
     BootstrapPrimary,
     IgnoreSplitBrain(bool),
+    Weight(u8),
 }
 
 /// The member and its queue of inputs, shared by every thread that has work for it.
@@ -377,9 +379,9 @@ impl GroupNode {
                 // the reader goes back to its socket at once.
                 if let Some(engine) = incoming.upgrade() {
                     if engine.is_idle() && engine.in_flight.load(Ordering::Relaxed) == 0 {
-                        engine.input(Event::Incoming(m));
+                        engine.input(Event::Incoming(Box::new(m)));
                     } else {
-                        engine.queue(Event::Incoming(m));
+                        engine.queue(Event::Incoming(Box::new(m)));
                     }
                 }
             },
@@ -543,6 +545,26 @@ impl GroupNode {
         self.input(Event::IgnoreSplitBrain(on));
     }
 
+    /// `pc.weight` set at runtime: the member joins again with it, which makes a new view
+    /// (a weight change is a membership event in Galera too). Waits up to `timeout` for the
+    /// voters to follow, so the new quorum is in force when this returns `true`.
+    pub fn set_weight(&self, weight: u8, timeout: Duration) -> bool {
+        self.input(Event::Weight(weight));
+        let deadline = Instant::now() + timeout;
+        loop {
+            let status = self.status();
+            let mine = status.view.members.iter().find(|m| m.id == status.id);
+            let settled = status.weights_settled && mine.is_some_and(|m| m.weight == weight);
+            if settled || status.failed.is_some() {
+                return settled;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Galera's `gmcast.isolate`: cut off from every peer (as by a network failure) or back.
     pub fn set_isolated(&self, on: bool) {
         self.transport.set_isolated(on);
@@ -699,7 +721,7 @@ impl Driver {
                 if let Body::Join(info) = &message.body {
                     self.transport.set_address(info.id, &info.address);
                 }
-                self.member.receive(message);
+                self.member.receive(*message);
             }
             Event::Seed(id) => self.member.add_seed(id),
             Event::ResumeDeliveries => self.sink_full = false,
@@ -723,6 +745,7 @@ impl Driver {
             Event::Resume => self.member.resume_senders(),
             Event::BootstrapPrimary => self.member.bootstrap_primary(),
             Event::IgnoreSplitBrain(on) => self.member.set_ignore_split_brain(on),
+            Event::Weight(weight) => self.member.set_weight(weight),
             #[cfg(test)]
             Event::Panic => panic!("injected by a test"),
         }

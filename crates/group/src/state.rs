@@ -6,7 +6,8 @@ use crate::cache::{Entry, Payload};
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::raft::{Membership, Position};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, View};
-use std::collections::BTreeMap;
+use crate::weights::{self, Weighted};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The payload of a command entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +54,15 @@ const OP_MESSAGE: u8 = 5;
 const OP_REMERGE: u8 = 6;
 const OP_PART: u8 = 7;
 const OP_ASSEMBLED: u8 = 8;
+
+/// Whether an entry changes who is in the group or who votes.
+pub fn changes_membership(payload: &Payload) -> bool {
+    match payload {
+        Payload::Membership(_) => true,
+        Payload::Command(bytes) => matches!(bytes.first(), Some(&OP_JOIN | &OP_LEAVE)),
+        Payload::LeaderChange => false,
+    }
+}
 
 impl Op {
     pub fn encode(&self) -> Vec<u8> {
@@ -222,6 +232,17 @@ impl AppliedState {
         self.directory.get(&id).is_some_and(|e| e.info.arbitrator)
     }
 
+    /// The members that should vote, by the weights of those that want in (crate::weights).
+    pub fn voters_by_weight(&self) -> BTreeSet<MemberId> {
+        let members: Vec<Weighted> = self
+            .directory
+            .values()
+            .filter(|e| e.wants_in)
+            .map(|e| Weighted { id: e.info.id, weight: e.info.weight, arbitrator: e.info.arbitrator })
+            .collect();
+        weights::voters(&members)
+    }
+
     /// Applies the next committed entry; returns what it yields.
     pub fn apply(&mut self, entry: &Entry) -> Applied {
         debug_assert_eq!(entry.position.index, self.position.index + 1);
@@ -286,7 +307,9 @@ impl AppliedState {
                 if let Some(entry) = self.directory.get_mut(&id) {
                     entry.wants_in = false;
                 }
-                Applied::Nothing
+                // A member out of the configuration leaves the view now (one moving between
+                // voting and not); the others when their removal commits.
+                self.refresh_view().map_or(Applied::Nothing, Applied::Delivered)
             }
             Op::Genesis(genesis) => {
                 // Numbering starts here; only before the first view, so it happens once.
@@ -314,13 +337,19 @@ impl AppliedState {
         }
     }
 
-    /// The view is the committed (non-joint) voter set, for members whose info is known.
+    /// The view is the committed (non-joint) configuration, voters and non-voters, for
+    /// members whose info is known; a member of the view that still wants in stays while
+    /// its weight moves it between the two (it is out of the configuration for a moment).
     pub(crate) fn refresh_view(&mut self) -> Option<Delivered> {
         if self.membership.is_joint() {
             return None;
         }
-        let members: Vec<MemberInfo> =
-            self.membership.voters.iter().filter_map(|id| self.directory.get(id).map(|e| e.info.clone())).collect();
+        let members: Vec<MemberInfo> = self
+            .directory
+            .values()
+            .filter(|e| self.membership.contains(e.info.id) || (e.wants_in && self.view.contains(e.info.id)))
+            .map(|e| e.info.clone())
+            .collect();
         if members == self.view.members {
             return None;
         }
@@ -382,6 +411,7 @@ mod tests {
             incoming_address: format!("127.0.0.1:{}", 3306 + id),
             incarnation: 0,
             arbitrator: false,
+            weight: 1,
         }
     }
 
@@ -400,7 +430,7 @@ mod tests {
     #[test]
     fn seqnos_are_dense_over_writesets_and_views_only() {
         let mut s = AppliedState::default();
-        let voters = Membership { voters: [MemberId(1)].into(), new_voters: Default::default() };
+        let voters = Membership { voters: [MemberId(1)].into(), ..Default::default() };
         assert_eq!(delivered(s.apply(&entry(1, Payload::Membership(voters)))), None);
         assert_eq!(delivered(s.apply(&entry(2, Payload::LeaderChange))), None);
         let view = delivered(s.apply(&entry(3, Payload::Command(Op::Join(info(1)).encode()))));
@@ -420,7 +450,7 @@ mod tests {
     #[test]
     fn genesis_sets_history_and_base_messages_share_a_seqno_and_a_remerge_makes_one_view() {
         let mut s = AppliedState::default();
-        let voters = Membership { voters: [MemberId(1)].into(), new_voters: Default::default() };
+        let voters = Membership { voters: [MemberId(1)].into(), ..Default::default() };
         delivered(s.apply(&entry(1, Payload::Membership(voters))));
         let genesis = Genesis { history: [5; 16], base_seqno: 41, group: 1 };
         assert_eq!(delivered(s.apply(&entry(2, Payload::Command(Op::Genesis(genesis).encode())))), None);
@@ -456,7 +486,7 @@ mod tests {
     #[test]
     fn a_writeset_in_parts_takes_one_seqno_at_its_end_and_only_if_every_part_came() {
         let mut s = AppliedState::default();
-        let voters = Membership { voters: [MemberId(1), MemberId(2)].into(), new_voters: Default::default() };
+        let voters = Membership { voters: [MemberId(1), MemberId(2)].into(), ..Default::default() };
         s.apply(&entry(1, Payload::Membership(voters)));
         s.apply(&entry(2, Payload::Command(Op::Join(info(1)).encode())));
         assert_eq!(delivered(s.apply(&entry(3, Payload::Command(Op::Join(info(2)).encode())))).unwrap().seqno, 2);
@@ -489,10 +519,11 @@ mod tests {
         s.apply(&entry(12, part(b, 31, 30, 0, b"x")));
         s.apply(&entry(13, part(b, 33, 32, 0, b"y")));
         assert_eq!(s.uploads[&b].upload, 32);
-        let without_b = Membership { voters: [MemberId(1)].into(), new_voters: Default::default() };
-        assert_eq!(delivered(s.apply(&entry(14, Payload::Membership(without_b)))).unwrap().seqno, 5);
+        assert_eq!(s.apply(&entry(14, Payload::Command(Op::Leave(b).encode()))), Applied::Nothing);
+        let without_b = Membership { voters: [MemberId(1)].into(), ..Default::default() };
+        assert_eq!(delivered(s.apply(&entry(15, Payload::Membership(without_b)))).unwrap().seqno, 5);
         assert!(s.uploads.is_empty());
-        assert_eq!(s.apply(&entry(15, end(b, 32, 1, b"!"))), Applied::Refused { origin: b });
+        assert_eq!(s.apply(&entry(16, end(b, 32, 1, b"!"))), Applied::Refused { origin: b });
         assert_eq!(s.seqno, 5);
         for op in [
             Op::Part(Part { origin: a, request: 1, upload: 2, part: 3, data: b"p".to_vec() }),

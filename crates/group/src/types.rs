@@ -72,12 +72,14 @@ pub struct MemberInfo {
     /// A voter that holds no data (`lockstep arbitrator`, Galera's garbd): it leads only to
     /// hand the lead over, and never donates, votes on a failed commit or reports a commit cut.
     pub arbitrator: bool,
+    /// Its say in the quorum (`pc.weight`, 0-255, default 1; crate::weights).
+    pub weight: u8,
 }
 
 impl MemberInfo {
     pub(crate) fn encode(&self, w: &mut Writer) {
         w.u64(self.id.0).str(&self.name).str(&self.address).str(&self.incoming_address).u64(self.incarnation);
-        w.u8(u8::from(self.arbitrator));
+        w.u8(u8::from(self.arbitrator)).u8(self.weight);
     }
     pub(crate) fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
@@ -91,6 +93,7 @@ impl MemberInfo {
                 1 => true,
                 _ => return Err(DecodeError("member role")),
             },
+            weight: r.u8()?,
         })
     }
 }

@@ -39,6 +39,7 @@ mod tests {
             incoming_address: String::new(),
             incarnation: 0,
             arbitrator: false,
+            weight: 1,
         }
     }
 

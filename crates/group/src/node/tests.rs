@@ -39,6 +39,7 @@ fn config(n: usize, ports: &[u16], dir: &Path, bootstrap: Option<Genesis>, resum
             incoming_address: String::new(),
             incarnation: 0,
             arbitrator: false,
+            weight: 1,
         },
         listen: format!("0.0.0.0:{}", ports[n - 1]),
         data_dir,

@@ -20,11 +20,13 @@ pub struct Position {
     pub index: u64,
 }
 
-/// Voting membership; `new_voters` is non-empty only during a joint-consensus change.
+/// Raft membership; `new_voters` is non-empty only during a joint-consensus change.
+/// Non-voters replicate the log but neither vote nor count for a commit (crate::weights).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Membership {
     pub voters: BTreeSet<MemberId>,
     pub new_voters: BTreeSet<MemberId>,
+    pub non_voters: BTreeSet<MemberId>,
 }
 
 impl Membership {
@@ -35,6 +37,11 @@ impl Membership {
     /// Every voter of either side of a joint change.
     pub fn all_voters(&self) -> impl Iterator<Item = MemberId> + '_ {
         self.voters.union(&self.new_voters).copied()
+    }
+
+    /// Voters and non-voters: every member the log is replicated to.
+    pub fn contains(&self, id: MemberId) -> bool {
+        self.voters.contains(&id) || self.new_voters.contains(&id) || self.non_voters.contains(&id)
     }
 
     /// True if `in_contact` holds a majority of `voters` and, during a change, of `new_voters`.
@@ -48,6 +55,7 @@ impl Membership {
         let mut config = ClusterConfig::new();
         config.voters = self.voters.iter().map(|m| NodeId::new(m.0)).collect();
         config.new_voters = self.new_voters.iter().map(|m| NodeId::new(m.0)).collect();
+        config.non_voters = self.non_voters.iter().map(|m| NodeId::new(m.0)).collect();
         config
     }
 
@@ -55,6 +63,7 @@ impl Membership {
         Self {
             voters: config.voters.iter().map(|n| MemberId(n.get())).collect(),
             new_voters: config.new_voters.iter().map(|n| MemberId(n.get())).collect(),
+            non_voters: config.non_voters.iter().map(|n| MemberId(n.get())).collect(),
         }
     }
 }
@@ -282,10 +291,23 @@ impl Consensus {
         valid(self.node.propose_command())
     }
 
-    /// Starts a joint-consensus change adding and removing voters.
+    /// Starts a joint-consensus change adding and removing voters (an added non-voter is
+    /// promoted).
     pub fn propose_membership_change(&mut self, add: &[MemberId], remove: &[MemberId]) -> Option<Position> {
         let to_ids = |ms: &[MemberId]| ms.iter().map(|m| NodeId::new(m.0)).collect::<Vec<_>>();
         let config = self.node.config().to_joint_consensus(&to_ids(add), &to_ids(remove));
+        valid(self.node.propose_config(config))
+    }
+
+    /// Adds or removes a non-voter (no joint consensus needed: it counts for no quorum).
+    pub fn propose_non_voter_change(&mut self, id: MemberId, present: bool) -> Option<Position> {
+        let mut config = self.node.config().clone();
+        let node = NodeId::new(id.0);
+        if present {
+            config.non_voters.insert(node);
+        } else {
+            config.non_voters.remove(&node);
+        }
         valid(self.node.propose_config(config))
     }
 

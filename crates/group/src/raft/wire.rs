@@ -63,9 +63,15 @@ impl Membership {
     pub fn encode(&self, w: &mut Writer) {
         put_set(w, &self.voters);
         put_set(w, &self.new_voters);
+        put_set(w, &self.non_voters);
     }
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        Ok(Self { voters: get_set(r)?, new_voters: get_set(r)? })
+        let m = Self { voters: get_set(r)?, new_voters: get_set(r)?, non_voters: get_set(r)? };
+        // noraft requires a non-voter to be no voter on either side of a change.
+        if m.all_voters().any(|v| m.non_voters.contains(&v)) {
+            return Err(DecodeError("a member both votes and does not"));
+        }
+        Ok(m)
     }
 }
 

@@ -56,6 +56,10 @@ pub struct Scenario {
     pub part_bytes: usize,
     /// Some runs of 3 or more make the last member an arbitrator (votes, holds no data).
     pub arbitrator: bool,
+    /// Some runs weigh members unequally (`pc.weight`, 0-3 each; empty: all 1)...
+    pub weights: Vec<u8>,
+    /// ...and change one member's weight now and then, per step.
+    pub reweigh_per_million: u32,
 }
 
 impl Scenario {
@@ -80,6 +84,12 @@ impl Scenario {
             gcache_bytes: if rng.chance(300_000) { rng.range(16 << 10, 256 << 10) } else { 128 << 20 },
             part_bytes: if rng.chance(400_000) { rng.range(16, 256) as usize } else { 1 << 20 },
             arbitrator: rng.chance(250_000),
+            weights: if rng.chance(300_000) {
+                (0..members).map(|_| rng.range(0, 4) as u8).collect()
+            } else {
+                Vec::new()
+            },
+            reweigh_per_million: rng.range(0, 200) as u32,
         }
     }
 }
@@ -203,6 +213,7 @@ impl Sim {
                     incoming_address: format!("127.0.0.1:{}", 3305 + id.0),
                     incarnation: 0,
                     arbitrator: arbitrator && id.0 == members as u64,
+                    weight: 1,
                 };
                 let store = MemoryStore::new();
                 let mut member = if id.0 == 1 {
@@ -510,6 +521,17 @@ impl Sim {
         self.note(|| format!("{id} leaves"));
     }
 
+    /// `pc.weight`: kept across restarts, as the option is.
+    pub fn set_weight(&mut self, id: MemberId, weight: u8) {
+        let node = &mut self.nodes[id.0 as usize - 1];
+        node.info.weight = weight;
+        if let Some(m) = node.member.as_mut() {
+            m.set_weight(weight);
+            m.flush();
+        }
+        self.note(|| format!("{id} weighs {weight}"));
+    }
+
     /// Stops a member that has left (a graceful shutdown).
     pub fn stop(&mut self, id: MemberId) {
         self.nodes[id.0 as usize - 1].member = None;
@@ -752,6 +774,11 @@ impl Sim {
                 self.heal_partition_at_ms = self.now_ms + self.rng.range(500, 8_000);
             }
         }
+        if !s.weights.is_empty() && self.rng.chance(s.reweigh_per_million) {
+            let who = self.rng.range(0, n as u64) as usize;
+            let weight = self.rng.range(0, 4) as u8;
+            self.set_weight(MemberId(who as u64 + 1), weight);
+        }
         let down = self.nodes.iter().filter(|n| n.member.is_none() || n.leaving).count();
         if down < (n - 1) / 2 && self.rng.chance(s.leave_per_million) {
             let who = self.rng.range(0, n as u64) as usize;
@@ -858,6 +885,9 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
     let mut sim = Sim::with_arbitrator(seed, scenario.members, config, scenario.arbitrator);
     sim.set_trace(trace);
     sim.note(|| format!("scenario {scenario:?}"));
+    for (i, &weight) in scenario.weights.iter().enumerate() {
+        sim.set_weight(MemberId(i as u64 + 1), weight);
+    }
     // Formation without faults, then chaos.
     sim.run_for(8_000)?;
     sim.faults = Some(scenario.clone());

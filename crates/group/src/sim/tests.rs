@@ -373,3 +373,49 @@ fn a_leader_cut_off_from_its_only_peer_evicts_nobody_and_both_go_on_together_whe
         assert!(s.primary && s.view == first.view && s.view.view_id > before.view.view_id, "{s:?}");
     }
 }
+
+#[test]
+fn of_two_members_the_heavier_keeps_the_primary_component_alone_even_when_the_other_led() {
+    let mut sim = formed(2);
+    // The member that does not lead gets weight 2: the leader must hand the lead over.
+    let leader = sim.status(id(1)).unwrap().leader.unwrap();
+    let heavy = if leader == id(1) { id(2) } else { id(1) };
+    let light = if heavy == id(1) { id(2) } else { id(1) };
+    sim.set_weight(heavy, 2);
+    sim.run_for(2_000).unwrap();
+    assert!(sim.status(heavy).unwrap().weights_settled, "{:?}", sim.status(heavy));
+    assert_eq!(sim.status(light).unwrap().leader, Some(heavy));
+    sim.partition(&[(heavy.0 - 1) as usize].into());
+    sim.run_for(GroupConfig::new("sim").suspect_timeout_ms + 1_000).unwrap();
+    let s = sim.status(heavy).unwrap();
+    assert!(s.primary && s.view.members.len() == 1, "{s:?}");
+    assert!(sim.submit(heavy, b"alone, with more than half the weight".to_vec()));
+    assert!(!sim.status(light).unwrap().primary);
+    sim.heal();
+    sim.run_for(5_000).unwrap();
+    for m in [heavy, light] {
+        let s = sim.status(m).unwrap();
+        assert!(s.primary && s.view.members.len() == 2, "{s:?}");
+    }
+}
+
+#[test]
+fn a_weight_set_at_runtime_moves_the_quorum_and_setting_it_back_restores_the_majority() {
+    let mut sim = formed(3);
+    sim.set_weight(id(1), 3);
+    sim.run_for(2_000).unwrap();
+    sim.partition(&[0].into());
+    sim.run_for(GroupConfig::new("sim").suspect_timeout_ms + 1_000).unwrap();
+    assert!(sim.status(id(1)).unwrap().primary, "3 of 5: primary alone");
+    assert!(!sim.status(id(2)).unwrap().primary && !sim.status(id(3)).unwrap().primary, "2 of 5");
+    sim.heal();
+    sim.run_for(6_000).unwrap();
+    sim.set_weight(id(1), 1);
+    sim.run_for(2_000).unwrap();
+    let s = sim.status(id(1)).unwrap();
+    assert!(s.weights_settled && s.view.members.len() == 3, "{s:?}");
+    sim.partition(&[0].into());
+    sim.run_for(GroupConfig::new("sim").suspect_timeout_ms + 1_000).unwrap();
+    assert!(!sim.status(id(1)).unwrap().primary, "1 of 3");
+    assert!(sim.status(id(2)).unwrap().primary && sim.status(id(3)).unwrap().primary, "2 of 3");
+}

@@ -128,8 +128,8 @@ impl<W: Clone + PartialEq> Core<W> {
         let component = connection.map_or(Component::NonPrimary, |c| c.component);
         let (state, comment) = local_state(self.phase, component, self.desync_count > 0);
         let primary = connection.is_some_and(|_| component == Component::Primary && self.phase.app_ready());
-        let members = connection.map_or(0, |c| c.view.members.len());
-        let weight = if primary { members } else { 0 };
+        let members = connection.map_or(&[][..], |c| &c.view.members[..]);
+        let weight: u32 = if primary { members.iter().map(|m| u32::from(m.weight)).sum() } else { 0 };
         let incoming = connection
             .map(|c| c.view.members.iter().map(|m| m.incoming_address.as_str()).collect::<Vec<_>>().join(","))
             .unwrap_or_default();

@@ -113,6 +113,7 @@ impl Provider {
                 incoming_address: self.node_incoming.clone(),
                 incarnation,
                 arbitrator: false,
+                weight: weight(&lock(&self.options)),
             },
             listen: addresses.listen.clone(),
             data_dir: cache_dir.clone(),
@@ -278,6 +279,11 @@ pub(super) fn max_writeset_bytes(options: &Options) -> u64 {
 /// cache, which drops its oldest eighth at a time, still holds the order after it.
 pub(super) fn checkpoint_bytes(options: &Options) -> u64 {
     (options.size("gcache.size") / 16).max(64 << 10)
+}
+
+/// `pc.weight`, checked to be 0-255 when set.
+pub(crate) fn weight(options: &Options) -> u8 {
+    options.integer("pc.weight").clamp(0, 255) as u8
 }
 
 /// Group timeouts and sizes from the Galera options of the same meaning.

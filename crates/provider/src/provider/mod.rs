@@ -8,7 +8,7 @@
 mod applier;
 mod catch_up;
 mod connection;
-pub(crate) use connection::group_config;
+pub(crate) use connection::{group_config, weight};
 mod control;
 mod isolation;
 mod sink;
@@ -139,20 +139,30 @@ impl Provider {
     }
 
     pub fn options_set(&self, text: &str) -> Result<(), String> {
-        let (settings, ignore_split_brain, isolation) = {
+        let (settings, ignore_split_brain, isolation, weight, suspect_timeout) = {
             let mut options = lock(&self.options);
             let isolation_before = options.integer("gmcast.isolate");
+            let weight_before = connection::weight(&options);
             options.apply(text).map_err(|e| e.to_string())?;
             let isolation = options.integer("gmcast.isolate");
+            let weight = connection::weight(&options);
             (
                 settings(&options),
                 connection::ignores_split_brain(&options),
                 (isolation != isolation_before).then_some(isolation),
+                (weight != weight_before).then_some(weight),
+                options.period("evs.suspect_timeout"),
             )
         };
         self.with_core(|core| core.configure(settings));
         if let Some(link) = self.link() {
             link.node.set_ignore_split_brain(ignore_split_brain);
+        }
+        if let (Some(weight), Some(link)) = (weight, self.link()) {
+            // The new weight counts once the statement returns, as Galera's: wait for the voters.
+            if !link.node.set_weight(weight, suspect_timeout) {
+                log::info!("pc.weight={weight}: not in force yet (no primary component can change the voters now)");
+            }
         }
         if let Some(isolation) = isolation {
             self.isolate(isolation);

@@ -8,6 +8,7 @@ fn message(from: u64) -> Message {
     Message {
         from: MemberId(from),
         group: 5,
+        term: 2,
         recv_queue: 3,
         leader_primary: false,
         queue_table: vec![],
