@@ -138,6 +138,8 @@ pub struct Member<S: LogStore> {
     handover_asked_ms: u64,
     /// Since when this member, primary before, is not (`pc.ignore_sb`).
     not_primary_since_ms: Option<u64>,
+    /// When this member, primary until then, lost its quorum (`bridging_to_forced`).
+    quorum_lost_ms: Option<u64>,
     /// Out of the primary component since having been in it (or since a restart).
     lost_primary: bool,
     /// Back in the primary component at this view: a new one is asked for until it comes.
@@ -292,6 +294,7 @@ impl<S: LogStore> Member<S> {
             was_primary: false,
             handover_asked_ms: 0,
             not_primary_since_ms: None,
+            quorum_lost_ms: None,
             lost_primary: false,
             remerge_view: None,
             failed: None,
@@ -1180,6 +1183,11 @@ impl<S: LogStore> Member<S> {
     /// member back in it after losing it (or restarting) asks for one until some view
     /// replaces the one it came back to. See docs/design/group-remerge-view.md.
     fn watch_primary(&mut self) {
+        if self.has_primary_quorum() {
+            self.quorum_lost_ms = None;
+        } else if self.was_primary && self.quorum_lost_ms.is_none() {
+            self.quorum_lost_ms = Some(self.now_ms);
+        }
         let primary = self.is_primary();
         self.lost_primary |= self.was_primary && !primary;
         // A restarted member first replays its own log: the views in it are old ones, so it
@@ -1204,9 +1212,11 @@ impl<S: LogStore> Member<S> {
         // election makes a primary component the normal way). Leaders wait too: one adding a
         // member it has not heard since the member's join loses quorum for a moment (found by
         // mtr galera_ist_mariabackup when they forced at once).
-        let waited = self.not_primary_since_ms.is_some_and(|t| self.now_ms >= t + self.config.heartbeat_interval_ms);
+        let after_heartbeat = |t: Option<u64>| t.is_some_and(|t| self.now_ms >= t + self.config.heartbeat_interval_ms);
+        let waited = after_heartbeat(self.not_primary_since_ms) || after_heartbeat(self.quorum_lost_ms);
         if self.config.ignore_split_brain && waited && !self.leaving && !self.quorum_in_contact() {
             self.not_primary_since_ms = None;
+            self.quorum_lost_ms = None;
             self.bootstrap_primary();
         }
     }
@@ -1825,6 +1835,24 @@ impl<S: LogStore> Member<S> {
     }
 
     fn is_primary(&self) -> bool {
+        self.has_primary_quorum() || self.bridging_to_forced()
+    }
+
+    /// With `pc.ignore_sb`, the moment between losing the quorum and forcing a component
+    /// (`watch_primary`: a heartbeat, in case it was only a moment) still counts as primary,
+    /// so the server goes from the old primary view straight to the forced one, as Galera's
+    /// does, instead of seeing writes refused in between (mtr galera_gcache_recover). What
+    /// is proposed meanwhile cannot commit without a quorum; a forced component orders our
+    /// own writesets again (`keep_own_unordered`).
+    fn bridging_to_forced(&self) -> bool {
+        self.config.ignore_split_brain
+            && !self.leaving
+            && self.failed.is_none()
+            && self.quorum_lost_ms.is_some_and(|t| self.now_ms < t + self.config.heartbeat_interval_ms)
+    }
+
+    /// In contact with a leader holding quorum, or that leader (see `Status::primary`).
+    fn has_primary_quorum(&self) -> bool {
         if self.failed.is_some() || !self.applied.view.contains(self.info.id) {
             return false;
         }

@@ -531,11 +531,18 @@ impl<W: Clone + PartialEq> Core<W> {
         c.component = Component::Primary;
         // As Galera: only a node whose last primary component was itself alone may start a
         // new cluster from its state; a node that left others running may not (they went
-        // on without it). Saved at the clean close. (Galera also writes it at the view, so
-        // that it holds after a crash; writing it here broke the rejoin of a killed node in
-        // three_nodes::killed_node_leaves_a_primary_pair_and_rejoins_after_recovery, cause
-        // not found yet.)
-        self.safe_to_bootstrap = view.members.len() == 1;
+        // on without it). Written at once, as Galera does, so that it holds after a crash
+        // too (mtr galera_gcache_recover: the survivor, killed, bootstraps again); only for
+        // views ordered now, not old ones replayed from our log at a restart.
+        let alone = view.members.len() == 1;
+        if alone != self.safe_to_bootstrap && !replayed {
+            self.safe_to_bootstrap = alone;
+            // Not while a DDL, a pause or a vote on our own failure holds the saved state at
+            // "unsafe": those write the running state back themselves when they end.
+            if self.isolation_by_conn.is_empty() && self.paused_at.is_none() && self.failures.is_empty() {
+                self.save_state(Gtid::new(self.group(), crate::types::SEQNO_UNDEFINED));
+            }
+        }
         let committed = self.committed.last_contiguous();
         if self.has_state() && seqno <= committed {
             let first_live = !replayed && self.connection.as_ref().is_some_and(|c| c.joined_at.is_none());
