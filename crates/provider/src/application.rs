@@ -30,8 +30,6 @@ pub struct Member {
     pub id: Uuid,
     pub name: String,
     pub incoming: String,
-    /// `pc.weight`: its say in the quorum (`wsrep_cluster_weight` sums them).
-    pub weight: u8,
 }
 
 /// A configuration of the group as delivered to the application.

@@ -190,7 +190,6 @@ pub fn primary_view(group: Uuid, seqno: Seqno, view: &lockstep_group::View, me: 
             id: if m.id == me { my_uuid } else { member_uuid(m.id, m.incarnation) },
             name: m.name.clone(),
             incoming: m.incoming_address.clone(),
-            weight: m.weight,
         })
         .collect();
     View {

@@ -84,6 +84,11 @@ impl FlowControl {
         !self.stopping.is_empty()
     }
 
+    /// The members whose stop is in force.
+    pub fn stopping(&self) -> impl Iterator<Item = MemberId> + '_ {
+        self.stopping.iter().copied()
+    }
+
     /// Our stop is in force.
     pub fn requested(&self, me: MemberId) -> bool {
         self.stopping.contains(&me)

@@ -715,7 +715,7 @@ impl<W: Clone + PartialEq> Core<W> {
             status: ViewStatus::NonPrimary,
             capabilities: super::CAPABILITIES,
             my_index: 0,
-            members: vec![Member { id: member, name, incoming, weight: 0 }],
+            members: vec![Member { id: member, name, incoming }],
             proto_ver: super::APPLICATION_PROTOCOL,
         };
         self.push_event(Event::NonPrimary { view });
