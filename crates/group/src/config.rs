@@ -50,10 +50,6 @@ pub struct GroupConfig {
     pub part_bytes: usize,
     /// Deliveries waiting for the application; applying stops while it is full.
     pub recv_queue_limit: usize,
-    /// Galera `gcs.recv_q_hard_limit`: bytes of deliveries waiting for the application past
-    /// which applying stops too (at least one is always taken). What is not applied waits in
-    /// the log, on disk; Galera aborts the server instead.
-    pub recv_queue_bytes_limit: u64,
     /// Submissions waiting for their seqno.
     pub max_pending_submits: usize,
     /// Galera `gcache.size`: bytes of ordered entries the cache retains.
@@ -78,7 +74,6 @@ impl GroupConfig {
             max_batch_bytes: 1 << 20,
             part_bytes: 1 << 20,
             recv_queue_limit: 16384,
-            recv_queue_bytes_limit: u64::MAX,
             max_pending_submits: 8192,
             gcache_bytes: 128 << 20,
             ignore_split_brain: false,

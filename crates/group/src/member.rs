@@ -76,8 +76,6 @@ pub struct Member<S: LogStore> {
     checkpoint_bytes: u64,
     /// Deliveries with the index of the entry that made them.
     recv_queue: VecDeque<(u64, Delivered)>,
-    /// Bytes of the deliveries in `recv_queue`.
-    recv_queue_bytes: u64,
     /// Deliveries up to this seqno were consumed before a restart and are not queued again.
     resume_after: Seqno,
     /// Entries up to this index were in the log when this member restarted.
@@ -191,7 +189,7 @@ impl<S: LogStore> Member<S> {
         if resume_after < boundary.seqno {
             // The cache was purged past what the application kept: it needs a transfer.
             let gap = Delivered { seqno: boundary.seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() };
-            member.queue_delivery(boundary.position.index, gap);
+            member.recv_queue.push_back((boundary.position.index, gap));
         }
         member.cached_group = Self::cached_group(&member.store, &boundary);
         member.confirmed = false;
@@ -265,7 +263,6 @@ impl<S: LogStore> Member<S> {
             checkpoints: VecDeque::new(),
             checkpoint_bytes: 0,
             recv_queue: VecDeque::new(),
-            recv_queue_bytes: 0,
             resume_after,
             replayed_through: 0,
             next_request: 1,
@@ -969,9 +966,7 @@ impl<S: LogStore> Member<S> {
             return None;
         }
         let (index, d) = self.recv_queue.pop_front()?;
-        let was_full = self.recv_queue_full();
-        self.recv_queue_bytes -= d.bytes.len() as u64;
-        if was_full || self.recv_queue.len() + 1 >= self.config.recv_queue_limit {
+        if self.recv_queue.len() + 1 >= self.config.recv_queue_limit {
             // Room again: apply what waited for it on the next flush.
             self.apply_committed();
         }
@@ -1593,7 +1588,7 @@ impl<S: LogStore> Member<S> {
 
     fn apply_committed(&mut self) {
         let limit = self.raft.commit_index().max(self.known_commit).min(self.store.last_index());
-        while self.applied.position.index < limit && !self.recv_queue_full() {
+        while self.applied.position.index < limit && self.recv_queue.len() < self.config.recv_queue_limit {
             let Some(entry) = self.store.entry(self.applied.position.index + 1) else {
                 break;
             };
@@ -1732,26 +1727,8 @@ impl<S: LogStore> Member<S> {
             _ => delivered.seqno > self.resume_after,
         };
         if queued {
-            self.queue_delivery(index, delivered);
+            self.recv_queue.push_back((index, delivered));
         }
-    }
-
-    fn queue_delivery(&mut self, index: u64, delivered: Delivered) {
-        self.recv_queue_bytes += delivered.bytes.len() as u64;
-        self.recv_queue.push_back((index, delivered));
-    }
-
-    /// No more is applied until the application takes some: the queue is at its length or,
-    /// holding something, at its bytes (`gcs.recv_q_hard_limit`).
-    fn recv_queue_full(&self) -> bool {
-        self.recv_queue.len() >= self.config.recv_queue_limit
-            || (!self.recv_queue.is_empty() && self.recv_queue_bytes >= self.config.recv_queue_bytes_limit)
-    }
-
-    /// `gcs.recv_q_hard_limit` set at runtime.
-    pub fn set_recv_queue_bytes_limit(&mut self, bytes: u64) {
-        self.config.recv_queue_bytes_limit = bytes;
-        self.apply_committed();
     }
 
     /// Every delivery made by entries up to this index is in the application's hands.
@@ -1847,13 +1824,13 @@ impl<S: LogStore> Member<S> {
         self.checkpoints.clear();
         if only_the_forced_view {
             let bytes = view.encode();
-            self.queue_delivery(index, Delivered { seqno, kind: DeliveredKind::View(view), bytes });
+            self.recv_queue.push_back((index, Delivered { seqno, kind: DeliveredKind::View(view), bytes }));
         } else if seqno >= self.resume_after {
             // Skipped: numbered events up to `seqno` and maybe messages after it (a boundary
             // may fall among them), so the gap may repeat the last seqno delivered. Below
             // `resume_after` none of it would have been delivered.
             let gap = Delivered { seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() };
-            self.queue_delivery(index, gap);
+            self.recv_queue.push_back((index, gap));
         }
     }
 
@@ -2183,30 +2160,6 @@ mod tests {
 
     fn view(view_id: u64) -> DeliveredKind {
         DeliveredKind::View(View { view_id, members: vec![info(1)] })
-    }
-
-    #[test]
-    fn deliveries_past_the_byte_limit_wait_in_the_log_until_the_application_takes_some() {
-        let mut m = Member::bootstrap(info(1), GroupConfig::new("t"), MemoryStore::new(), Genesis::default(), 0);
-        assert_eq!(run(&mut m, 0, 100).len(), 1, "the first view");
-        m.set_recv_queue_bytes_limit(10);
-        for _ in 0..3 {
-            m.submit(vec![7; 8]).unwrap();
-        }
-        let settle = |m: &mut Member<MemoryStore>| {
-            for now in (100..300).step_by(10) {
-                m.tick(now);
-                m.flush();
-            }
-        };
-        settle(&mut m);
-        // 8 bytes are under 10: a second is taken; 16 are not: the third waits.
-        assert_eq!(m.status().recv_queue, 2);
-        assert!(m.pop_delivered().is_some());
-        settle(&mut m);
-        assert_eq!(m.status().recv_queue, 2, "room for the third");
-        m.set_recv_queue_bytes_limit(u64::MAX);
-        assert_eq!(run(&mut m, 300, 400).len(), 2);
     }
 
     #[test]

@@ -176,7 +176,6 @@ enum Event {
     BootstrapPrimary,
     IgnoreSplitBrain(bool),
     Weight(u8),
-    RecvQueueBytesLimit(u64),
 }
 
 /// The member and its queue of inputs, shared by every thread that has work for it.
@@ -566,11 +565,6 @@ impl GroupNode {
         }
     }
 
-    /// `gcs.recv_q_hard_limit` set at runtime (`GroupConfig::recv_queue_bytes_limit`).
-    pub fn set_recv_queue_bytes_limit(&self, bytes: u64) {
-        self.input(Event::RecvQueueBytesLimit(bytes));
-    }
-
     /// Galera's `gmcast.isolate`: cut off from every peer (as by a network failure) or back.
     pub fn set_isolated(&self, on: bool) {
         self.transport.set_isolated(on);
@@ -752,7 +746,6 @@ impl Driver {
             Event::BootstrapPrimary => self.member.bootstrap_primary(),
             Event::IgnoreSplitBrain(on) => self.member.set_ignore_split_brain(on),
             Event::Weight(weight) => self.member.set_weight(weight),
-            Event::RecvQueueBytesLimit(bytes) => self.member.set_recv_queue_bytes_limit(bytes),
             #[cfg(test)]
             Event::Panic => panic!("injected by a test"),
         }

@@ -60,8 +60,6 @@ pub struct Scenario {
     pub weights: Vec<u8>,
     /// ...and change one member's weight now and then, per step.
     pub reweigh_per_million: u32,
-    /// `GroupConfig::recv_queue_bytes_limit` (`gcs.recv_q_hard_limit`): tiny in some runs.
-    pub recv_queue_bytes_limit: u64,
 }
 
 impl Scenario {
@@ -92,7 +90,6 @@ impl Scenario {
                 Vec::new()
             },
             reweigh_per_million: rng.range(0, 200) as u32,
-            recv_queue_bytes_limit: if rng.chance(200_000) { rng.range(1, 2048) } else { u64::MAX },
         }
     }
 }
@@ -885,7 +882,6 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
     let mut config = GroupConfig::new("sim");
     config.gcache_bytes = scenario.gcache_bytes;
     config.part_bytes = scenario.part_bytes;
-    config.recv_queue_bytes_limit = scenario.recv_queue_bytes_limit;
     let mut sim = Sim::with_arbitrator(seed, scenario.members, config, scenario.arbitrator);
     sim.set_trace(trace);
     sim.note(|| format!("scenario {scenario:?}"));

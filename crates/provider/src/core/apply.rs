@@ -3,7 +3,7 @@
 //! on has committed. Also the joiner's handshake and the donor's part of a state transfer,
 //! which run on applier threads too.
 use super::phase::{CatchUp, Handshake, Phase};
-use super::{Core, APPLICATION_PROTOCOL, CAPABILITIES};
+use super::{Core, APPLICATION_PROTOCOL, APPLY_QUEUE_LIMIT, CAPABILITIES};
 use crate::application::{Member, View, ViewStatus};
 use crate::ist::Preload;
 use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
@@ -39,14 +39,6 @@ impl Event {
             Event::View { view, .. } => Some(view.state_id.seqno),
             Event::Apply { seqno, .. } | Event::Skipped { seqno } => Some(*seqno),
             _ => None,
-        }
-    }
-
-    /// Writeset bytes it holds in memory.
-    pub(super) fn byte_len(&self) -> usize {
-        match self {
-            Event::Apply { writeset, .. } => writeset.byte_len(),
-            _ => 0,
         }
     }
 
@@ -284,7 +276,7 @@ impl<W: Clone + PartialEq> Core<W> {
         if !self.is_current(generation) {
             return Some(None);
         }
-        if let Some(at) = self.events.position(|e| matches!(e, Event::Final { .. })) {
+        if let Some(at) = self.events.iter().position(|e| matches!(e, Event::Final { .. })) {
             if let Some(Event::Final { view }) = self.events.remove(at) {
                 return Some(Some(view));
             }
@@ -317,11 +309,13 @@ impl<W: Clone + PartialEq> Core<W> {
         let event = if self.phase.app_ready() && settled {
             self.events.pop_front()
         } else {
-            self.events.position(Event::before_handshake).and_then(|at| self.events.remove(at))
+            self.events.iter().position(Event::before_handshake).and_then(|at| self.events.remove(at))
         };
         match event {
             Some(event) => {
-                self.release_held_delivery();
+                if self.events.len() < APPLY_QUEUE_LIMIT {
+                    self.release_held_delivery();
+                }
                 self.flow_check();
                 if !self.events.is_empty() {
                     // Parallel applying: the next event may run beside this one.
@@ -444,7 +438,7 @@ impl<W: Clone + PartialEq> Core<W> {
     pub fn requeue_view(&mut self, view: View) {
         let seqno = view.state_id.seqno;
         // Before what follows it in the order, messages ordered right after it included.
-        let at = self.events.position(|e| e.place().is_some_and(|s| s >= seqno));
+        let at = self.events.iter().position(|e| e.place().is_some_and(|s| s >= seqno));
         let event = Event::View { view, first_in_connection: false };
         match at {
             Some(i) => self.events.insert(i, event),
@@ -718,20 +712,18 @@ impl<W: Clone + PartialEq> Core<W> {
             Transferred::Skipped { seqno } if seqno >= joined_at => None,
             Transferred::Skipped { seqno } => Some(Event::Skipped { seqno }),
         });
-        let mut kept: VecDeque<Event> = self
-            .events
-            .take()
+        let mut kept: VecDeque<Event> = std::mem::take(&mut self.events)
             .into_iter()
             .filter(|e| !matches!(e, Event::Apply { seqno, .. } if *seqno <= at))
             .collect();
         for event in incoming {
             let seqno = event.seqno().expect("transferred events have seqnos");
-            while let Some(earlier) = kept.pop_front_if(|e| e.place().is_none_or(|s| s < seqno)) {
-                self.events.push_back(earlier);
+            while kept.front().is_some_and(|e| e.place().is_none_or(|s| s < seqno)) {
+                self.events.extend(kept.pop_front());
             }
             self.events.push_back(event);
         }
-        kept.into_iter().for_each(|e| self.events.push_back(e));
+        self.events.extend(kept);
     }
 
     // ---- donor ---------------------------------------------------------------------------

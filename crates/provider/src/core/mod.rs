@@ -11,7 +11,6 @@
 //! condition puts that waiter, and only it, into `Effects::wake`. See
 //! docs/design/provider-core.md.
 mod apply;
-mod apply_queue;
 mod control;
 mod flow;
 mod monitor;
@@ -34,7 +33,6 @@ use crate::checkpoint::Checkpoint;
 use crate::grastate::SavedState;
 use crate::types::{capabilities, flags, Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
 use crate::writeset::{Control, Writeset};
-use apply_queue::ApplyQueue;
 use lockstep_group::MemberId;
 use monitor::Monitor;
 use phase::{CatchUp, Component, Phase};
@@ -71,9 +69,6 @@ pub struct Settings {
     /// A certification checkpoint is kept at least every this many writeset bytes: a small
     /// part of `gcache.size`, so that the cache still holds the order after the last one.
     pub checkpoint_bytes: u64,
-    /// `gcs.recv_q_hard_limit`: writeset bytes waiting for appliers past which no more
-    /// deliveries are taken (they wait in the group's log; Galera aborts instead).
-    pub recv_queue_bytes: u64,
 }
 
 /// Galera's rule (wsrep-behaviour.md §1.2 step 5): the saved seqno after a clean stop, the
@@ -360,7 +355,7 @@ pub struct Core<W> {
     /// Seqnos fully committed or cancelled (the apply monitor): `last_committed`.
     committed: Monitor<W>,
     certification: CertificationIndex,
-    events: ApplyQueue,
+    events: VecDeque<Event>,
     /// Appliers waiting for an event, longest first.
     idle_appliers: VecDeque<W>,
     /// The group was told to hold deliveries: resume them when there is room.
@@ -432,7 +427,7 @@ impl<W: Clone + PartialEq> Core<W> {
             commit_order: Monitor::starting_at(start),
             committed: Monitor::starting_at(start),
             certification,
-            events: ApplyQueue::default(),
+            events: VecDeque::new(),
             idle_appliers: VecDeque::new(),
             deliveries_held: false,
             held_delivery: None,
@@ -476,8 +471,6 @@ impl<W: Clone + PartialEq> Core<W> {
     pub fn configure(&mut self, settings: Settings) {
         self.settings = settings;
         self.certification.set_optimistic_pa(settings.optimistic_pa);
-        // A higher `gcs.recv_q_hard_limit` may make room.
-        self.release_held_delivery();
     }
 
     pub fn settings(&self) -> Settings {

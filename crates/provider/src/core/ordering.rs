@@ -149,10 +149,8 @@ impl<W: Clone + PartialEq> Core<W> {
         if matches!(c.catch_up, CatchUp::AtRequest(_)) {
             return false;
         }
-        // A joiner reads on until the view that makes it ready, however far behind. The byte
-        // bound always lets one event in, however big.
-        let bytes_room = self.events.is_empty() || (self.events.bytes() as u64) < self.settings.recv_queue_bytes;
-        (self.events.len() < super::APPLY_QUEUE_LIMIT && bytes_room) || !self.phase.app_ready()
+        // A joiner reads on until the view that makes it ready, however far behind.
+        self.events.len() < super::APPLY_QUEUE_LIMIT || !self.phase.app_ready()
     }
 
     /// The group's primary-component status after a round of its driver, at `now_ms` (any

@@ -96,7 +96,6 @@ fn settings(options: &Options) -> Settings {
         log_conflicts: options.flag("cert.log_conflicts"),
         max_writeset_bytes: connection::max_writeset_bytes(options),
         checkpoint_bytes: connection::checkpoint_bytes(options),
-        recv_queue_bytes: options.size("gcs.recv_q_hard_limit"),
     }
 }
 
@@ -158,7 +157,6 @@ impl Provider {
         self.with_core(|core| core.configure(settings));
         if let Some(link) = self.link() {
             link.node.set_ignore_split_brain(ignore_split_brain);
-            link.node.set_recv_queue_bytes_limit(settings.recv_queue_bytes);
         }
         if let (Some(weight), Some(link)) = (weight, self.link()) {
             // The new weight counts once the statement returns, as Galera's: wait for the voters.

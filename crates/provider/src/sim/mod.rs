@@ -83,7 +83,6 @@ impl Sim {
             isolation_per_million: rng.range(0, 20_000) as u32,
             optimistic_pa: rng.chance(700_000),
             checkpoint_bytes: scenario.gcache_bytes / 16,
-            recv_queue_bytes: if rng.chance(250_000) { rng.range(1, 4096) } else { u64::MAX },
         };
         if trace {
             println!("provider workload {workload:?}");

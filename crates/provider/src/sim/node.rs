@@ -44,9 +44,6 @@ pub struct Workload {
     pub optimistic_pa: bool,
     /// `Settings::checkpoint_bytes`, from the scenario's cache size.
     pub checkpoint_bytes: u64,
-    /// `Settings::recv_queue_bytes` (`gcs.recv_q_hard_limit`): tiny in some runs, so that
-    /// deliveries are held for bytes.
-    pub recv_queue_bytes: u64,
 }
 
 /// A deterministic generator (splitmix64), the node's own.
@@ -224,7 +221,6 @@ impl Node {
             log_conflicts: false,
             max_writeset_bytes: 1 << 20,
             checkpoint_bytes: self.workload.checkpoint_bytes,
-            recv_queue_bytes: self.workload.recv_queue_bytes,
         };
         let mut core = Core::new(settings, position, safe);
         core.observe();
