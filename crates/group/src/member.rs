@@ -140,6 +140,8 @@ pub struct Member<S: LogStore> {
     not_primary_since_ms: Option<u64>,
     /// When this member, primary until then, lost its quorum (`bridging_to_forced`).
     quorum_lost_ms: Option<u64>,
+    /// `set_weight` changed our weight and the voters do not follow it yet.
+    weight_pending: bool,
     /// Out of the primary component since having been in it (or since a restart).
     lost_primary: bool,
     /// Back in the primary component at this view: a new one is asked for until it comes.
@@ -295,6 +297,7 @@ impl<S: LogStore> Member<S> {
             handover_asked_ms: 0,
             not_primary_since_ms: None,
             quorum_lost_ms: None,
+            weight_pending: false,
             lost_primary: false,
             remerge_view: None,
             failed: None,
@@ -339,14 +342,21 @@ impl<S: LogStore> Member<S> {
             senders_paused: self.paused,
             left: self.has_left(),
             failed: self.failed.clone(),
-            weights_settled: self.weights_settled(),
+            weights_settled: !self.weight_pending,
         }
     }
 
-    fn weights_settled(&self) -> bool {
+    /// Ends a weight change once the committed voters are those the weights call for. Only
+    /// while one is pending: the status is taken every round, this need not be.
+    fn settle_weight(&mut self) {
+        if !self.weight_pending {
+            return;
+        }
         let m = &self.applied.membership;
         let in_force = self.applied.directory.values().filter(|e| e.wants_in).all(|e| m.contains(e.info.id));
-        self.directory_knows_me() && !m.is_joint() && in_force && m.voters == self.applied.voters_by_weight()
+        let settled =
+            self.directory_knows_me() && !m.is_joint() && in_force && m.voters == self.applied.voters_by_weight();
+        self.weight_pending = !settled;
     }
 
     /// Receive-queue length of every member: ordered events it has not handed to its
@@ -485,6 +495,7 @@ impl<S: LogStore> Member<S> {
             }
         }
         self.watch_primary();
+        self.settle_weight();
         self.forward_held();
         if now >= self.next_join_ms {
             self.next_join_ms = now + self.config.join_retry_ms;
@@ -1234,6 +1245,7 @@ impl<S: LogStore> Member<S> {
         if self.info.weight != weight {
             log::info!("{}: weight {} -> {weight}", self.info.id, self.info.weight);
             self.info.weight = weight;
+            self.weight_pending = true;
             self.next_join_ms = self.now_ms;
         }
     }
@@ -1636,6 +1648,7 @@ impl<S: LogStore> Member<S> {
             }
         }
         self.settle_uploads();
+        self.settle_weight();
     }
 
     /// A part applied: ours moves our upload on (a part out of order ends it); another
