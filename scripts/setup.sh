@@ -7,7 +7,7 @@
 # test). Idempotent; quick when everything is present.
 set -euo pipefail
 
-packages=(mariadb-server mariadb-client mariadb-backup galera-4 sysbench rsync mariadb-test mariadb-test-data openssl python3-pymysql prometheus-mysqld-exporter)
+packages=(mariadb-server mariadb-client mariadb-backup galera-4 sysbench rsync mariadb-test mariadb-test-data openssl python3-pymysql prometheus-mysqld-exporter iptables)
 command -v python3 >/dev/null || packages+=(python3)
 
 missing=()

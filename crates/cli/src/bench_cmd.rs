@@ -82,6 +82,7 @@ fn start_cluster(dir: &Path, fsync: bool) -> Result<Vec<Arc<GroupNode>>, String>
                 incarnation: 0,
                 arbitrator: false,
                 weight: 1,
+                segment: 0,
             },
             listen: address.clone(),
             data_dir: dir.join(format!("member{}", id.0)),

@@ -58,6 +58,7 @@ mod tests {
             incarnation: 77,
             arbitrator: false,
             weight: 1,
+            segment: 0,
         }
     }
 

@@ -8,7 +8,7 @@
 
 use crate::cache::{Entry, LogStore, Payload};
 use crate::config::GroupConfig;
-use crate::message::{Body, Message};
+use crate::message::{Body, Message, Relay, RelayPart};
 use crate::parts::{Assembly, Next, Upload};
 use crate::raft::{Action, Consensus, EntryKind, Membership, Position, RaftMessage, Role};
 use crate::rng::Rng;
@@ -22,6 +22,9 @@ use std::io;
 /// the message lost and sends it again: 1.6 s for a 16 MiB entry. Without it, a big entry
 /// still on its way would be queued again and again behind itself.
 const TRANSFER_BYTES_PER_MS: u64 = 10 << 10;
+/// A relay not heard from for this many heartbeats is passed over for the next member of its
+/// segment (its lost messages are sent again, as Raft resends).
+const RELAY_SILENT_HEARTBEATS: u64 = 3;
 
 /// What a member reports about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -599,6 +602,8 @@ impl<S: LogStore> Member<S> {
                 }
             }
             Body::Snapshot(state) => self.install_snapshot(from, state),
+            Body::Relay(relay) => self.receive_relay(from, relay),
+            Body::Relayed(message) => self.receive_relayed(from, *message),
             Body::PreVote { term, last } => {
                 let granted = term > self.raft.term()
                     && !self.leader_alive(from)
@@ -933,7 +938,95 @@ impl<S: LogStore> Member<S> {
     // ---- outputs ------------------------------------------------------------------
 
     pub fn take_outbox(&mut self) -> Vec<(MemberId, Message)> {
-        std::mem::take(&mut self.outbox)
+        let outbox = std::mem::take(&mut self.outbox);
+        let (outbox, relayed) = self.relay_into_segments(outbox);
+        for id in relayed {
+            if let Some(sent) = self.sent_upto.get_mut(&id) {
+                sent.relayed = true;
+            }
+        }
+        outbox
+    }
+
+    /// Raft messages with writesets for two or more members of another segment go as one
+    /// message to one of them, alive (heard from lately), which relays the others' parts:
+    /// each writeset crosses into a segment once (Galera's `gmcast.segment`).
+    /// Returns the messages to send and the members reached through a relay.
+    fn relay_into_segments(&self, outbox: Vec<(MemberId, Message)>) -> (Vec<(MemberId, Message)>, Vec<MemberId>) {
+        let mut by_segment: BTreeMap<u8, Vec<usize>> = BTreeMap::new();
+        for (i, (to, message)) in outbox.iter().enumerate() {
+            let carries = matches!(&message.body, Body::Raft { payloads, .. } if !payloads.is_empty());
+            match self.segment_of(*to) {
+                Some(segment) if carries && segment != self.info.segment => {
+                    by_segment.entry(segment).or_default().push(i)
+                }
+                _ => {}
+            }
+        }
+        let silence_ms = RELAY_SILENT_HEARTBEATS * self.config.heartbeat_interval_ms;
+        let alive = |id: &MemberId| self.last_heard_ms.get(id).is_some_and(|&t| self.now_ms <= t + silence_ms);
+        let mut slots: Vec<Option<(MemberId, Message)>> = outbox.into_iter().map(Some).collect();
+        let mut relayed = Vec::new();
+        for indices in by_segment.values() {
+            let targets: BTreeSet<MemberId> = indices.iter().map(|&i| slots[i].as_ref().expect("unused").0).collect();
+            let Some(&relay) = targets.iter().find(|id| alive(id)) else { continue };
+            if targets.len() < 2 {
+                continue;
+            }
+            let mut pool = Vec::new();
+            let mut pooled: BTreeMap<u64, u32> = BTreeMap::new();
+            let mut parts = Vec::new();
+            for &i in indices {
+                let (to, mut message) = slots[i].take().expect("each message once");
+                let Body::Raft { message: raft, payloads } = &mut message.body else { unreachable!("chosen above") };
+                let commands = raft.entries().into_iter().filter(|(_, kind)| *kind == EntryKind::Command);
+                let refs = commands
+                    .zip(std::mem::take(payloads))
+                    .map(|((position, _), payload)| {
+                        *pooled.entry(position.index).or_insert_with(|| {
+                            pool.push(payload);
+                            (pool.len() - 1) as u32
+                        })
+                    })
+                    .collect();
+                if to != relay {
+                    relayed.push(to);
+                }
+                parts.push(RelayPart { to, message: Box::new(message), payloads: refs });
+            }
+            slots[indices[0]] = Some((relay, self.envelope(Body::Relay(Relay { pool, parts }))));
+        }
+        (slots.into_iter().flatten().collect(), relayed)
+    }
+
+    fn segment_of(&self, id: MemberId) -> Option<u8> {
+        self.applied.directory.get(&id).map(|e| e.info.segment)
+    }
+
+    /// A relay from another segment (`from`, the envelope's authenticated sender): our part
+    /// is ours; the parts of our segment's other members are handed on.
+    fn receive_relay(&mut self, from: MemberId, relay: Relay) {
+        for part in &relay.parts {
+            let message = relay.message(part);
+            if message.from != from {
+                log::warn!("{}: dropping a relayed part from {from} that claims to be {}", self.info.id, message.from);
+                continue;
+            }
+            if part.to == self.info.id {
+                self.receive(message);
+            } else if part.to != from && self.segment_of(part.to) == Some(self.info.segment) {
+                let relayed = self.envelope(Body::Relayed(Box::new(message)));
+                self.outbox.push((part.to, relayed));
+            }
+        }
+    }
+
+    /// A message relayed by `relay`, a member of our own segment.
+    fn receive_relayed(&mut self, relay: MemberId, message: Message) {
+        let ours = self.is_known(relay) && self.segment_of(relay) == Some(self.info.segment);
+        if ours && self.segment_of(message.from).is_some_and(|s| s != self.info.segment) {
+            self.receive(message);
+        }
     }
 
     /// Deliveries wait for the application.
@@ -1124,7 +1217,10 @@ impl<S: LogStore> Member<S> {
             if sent.big.is_some_and(|(index, _)| last >= index) {
                 sent.big = None;
             }
-            let arriving = sent.big.is_some_and(|(_, until_ms)| now < until_ms);
+            // Relayed entries may still be on their way when replies to later direct messages
+            // come: a heartbeat's grace before they count as lost.
+            let relaying = sent.relayed && now < sent.at_ms + self.config.heartbeat_interval_ms;
+            let arriving = relaying || sent.big.is_some_and(|(_, until_ms)| now < until_ms);
             if last < sent.upto && sent.last_reply == Some(last) && !arriving {
                 sent.upto = last;
             }
@@ -1500,7 +1596,7 @@ impl<S: LogStore> Member<S> {
             } else {
                 sent.big
             };
-            *sent = Sent { term, upto, at_ms: self.now_ms, commit, last_reply: sent.last_reply, big };
+            *sent = Sent { term, upto, at_ms: self.now_ms, commit, last_reply: sent.last_reply, big, relayed: false };
         }
         sent.commit = commit;
         let starts: Vec<usize> = cuts.iter().map(|(start, _)| *start).chain([end]).collect();
@@ -1566,13 +1662,19 @@ impl<S: LogStore> Member<S> {
     }
 
     fn send(&mut self, to: MemberId, body: Body) {
+        let message = self.envelope(body);
+        self.outbox.push((to, message));
+    }
+
+    /// `body` in a message from this member, saying what every message says.
+    fn envelope(&self, body: Body) -> Message {
         let is_leader = self.raft.role() == Role::Leader;
         let queue_table = if is_leader {
             self.queue_lengths().into_iter().map(|(id, n)| (id, u32::try_from(n).unwrap_or(u32::MAX))).collect()
         } else {
             Vec::new()
         };
-        let message = Message {
+        Message {
             from: self.info.id,
             group: self.group(),
             term: self.raft.term(),
@@ -1580,8 +1682,7 @@ impl<S: LogStore> Member<S> {
             leader_primary: is_leader && self.is_primary(),
             queue_table,
             body,
-        };
-        self.outbox.push((to, message));
+        }
     }
 
     fn own_queue_len(&self) -> u32 {
@@ -2033,6 +2134,9 @@ struct Sent {
     commit: u64,
     /// Last index the peer reported in its latest reply.
     last_reply: Option<u64>,
+    /// The last entries went to it through a relay of its segment: they arrive a hop later
+    /// than the direct messages sent after them.
+    relayed: bool,
 }
 
 enum Change {
@@ -2154,6 +2258,7 @@ mod tests {
             incarnation: 0,
             arbitrator: false,
             weight: 1,
+            segment: 0,
         }
     }
 
@@ -2271,6 +2376,84 @@ mod tests {
             now += 10;
         }
         assert_eq!(leader.status().last_seqno, last + 1, "only the one sent in this term");
+    }
+
+    /// Three members, 1 in segment 0 (it bootstraps and leads), 2 and 3 in segment 1.
+    fn three_in_two_segments() -> (Vec<Member<MemoryStore>>, u64) {
+        let config = GroupConfig::new("t");
+        let in_segment = |id, segment| MemberInfo { segment, ..info(id) };
+        let mut members =
+            vec![Member::bootstrap(in_segment(1, 0), config.clone(), MemoryStore::new(), Genesis::default(), 0)];
+        for id in [2, 3] {
+            members.push(Member::join(in_segment(id, 1), config.clone(), MemoryStore::new(), &[MemberId(1)], 0));
+        }
+        let mut now = 0;
+        while !members.iter().all(|m| m.status().primary && m.status().view.members.len() == 3) {
+            exchange(&mut members, now, None);
+            now += 10;
+            assert!(now < 30_000, "no view of three");
+        }
+        (members, now)
+    }
+
+    /// One step of `members` (member i has id i + 1) over an in-memory wire, nothing reaching
+    /// `down`; returns the writeset bytes that crossed from one segment into another.
+    fn exchange(members: &mut [Member<MemoryStore>], now: u64, down: Option<MemberId>) -> usize {
+        let mut crossed = 0;
+        let mut wire = Vec::new();
+        for m in members.iter_mut() {
+            m.tick(now);
+            m.flush();
+            while m.pop_delivered().is_some() {}
+            let segment = m.info.segment;
+            wire.extend(m.take_outbox().into_iter().map(|(to, message)| (segment, to, message)));
+        }
+        for (segment, to, message) in wire {
+            let receiver = &mut members[to.0 as usize - 1];
+            if receiver.info.segment != segment {
+                crossed += message.payload_bytes();
+            }
+            if Some(to) != down {
+                receiver.receive(message);
+            }
+        }
+        crossed
+    }
+
+    #[test]
+    fn a_writeset_crosses_into_another_segment_once_and_is_relayed_inside_it() {
+        let (mut members, mut now) = three_in_two_segments();
+        let first = members[0].status().last_seqno;
+        let writeset = vec![7u8; 10_000];
+        let mut crossed = 0;
+        for _ in 0..5 {
+            members[0].submit(writeset.clone()).unwrap();
+            for _ in 0..10 {
+                crossed += exchange(&mut members, now, None);
+                now += 10;
+            }
+        }
+        for m in &members {
+            assert_eq!(m.status().last_seqno, first + 5, "{}", m.info.id);
+        }
+        assert!(crossed >= 5 * writeset.len(), "{crossed}");
+        assert!(crossed < 6 * writeset.len(), "one copy per writeset into segment 1, not two: {crossed}");
+    }
+
+    #[test]
+    fn when_the_relay_goes_silent_another_member_of_its_segment_takes_over() {
+        let (mut members, mut now) = three_in_two_segments();
+        let first = members[0].status().last_seqno;
+        for i in 0..20 {
+            members[0].submit(vec![i; 1000]).unwrap();
+            // Member 2 (the first relay) stops; member 3 still gets every writeset.
+            for _ in 0..10 {
+                exchange(&mut members, now, Some(MemberId(2)));
+                now += 10;
+            }
+        }
+        assert_eq!(members[2].status().last_seqno, first + 20);
+        assert_eq!(members[0].status().last_seqno, first + 20);
     }
 
     /// A leader and a follower in a view of two, and the time they got there.

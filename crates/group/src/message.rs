@@ -23,6 +23,35 @@ pub struct Message {
     pub body: Body,
 }
 
+/// Raft messages with writesets for several members of another segment, sent once to one
+/// of them (the relay), which hands each of the others its part (docs/design/group-segments.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relay {
+    /// Every payload once.
+    pub pool: Vec<Vec<u8>>,
+    pub parts: Vec<RelayPart>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayPart {
+    pub to: MemberId,
+    /// The sender's message to `to`: a Raft message whose payloads are taken out...
+    pub message: Box<Message>,
+    /// ...and are these entries of the pool, in order.
+    pub payloads: Vec<u32>,
+}
+
+impl Relay {
+    /// Part `i`'s message with its payloads back in place.
+    pub fn message(&self, part: &RelayPart) -> Message {
+        let mut message = (*part.message).clone();
+        if let Body::Raft { payloads, .. } = &mut message.body {
+            *payloads = part.payloads.iter().map(|&i| self.pool[i as usize].clone()).collect();
+        }
+        message
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
     /// A Raft message; `payloads` are those of its command entries, in order.
@@ -95,6 +124,10 @@ pub enum Body {
     /// From an arbitrator that leads: the receiver has its whole log and should start an
     /// election now, to take the lead over (Raft's leadership transfer, "TimeoutNow").
     Campaign,
+    /// From another segment's member: the parts of its Raft messages for this segment.
+    Relay(Relay),
+    /// From a relay of our segment: a Raft message of another member, sent to us.
+    Relayed(Box<Message>),
 }
 
 const BODY_RAFT: u8 = 1;
@@ -115,6 +148,16 @@ const BODY_STALE: u8 = 15;
 const BODY_FORWARD_PART: u8 = 16;
 const BODY_FORWARD_END: u8 = 17;
 const BODY_CAMPAIGN: u8 = 18;
+const BODY_RELAY: u8 = 19;
+const BODY_RELAYED: u8 = 20;
+
+/// Only Raft messages travel through a relay (and never a relay inside a relay).
+fn relayable(message: Message) -> Result<Message, DecodeError> {
+    match message.body {
+        Body::Raft { .. } => Ok(message),
+        _ => Err(DecodeError("only Raft messages are relayed")),
+    }
+}
 
 impl Message {
     /// The writeset bytes it carries, which is its size near enough to count it against
@@ -122,6 +165,8 @@ impl Message {
     pub fn payload_bytes(&self) -> usize {
         match &self.body {
             Body::Raft { payloads, .. } => payloads.iter().map(Vec::len).sum(),
+            Body::Relay(relay) => relay.pool.iter().map(Vec::len).sum(),
+            Body::Relayed(message) => message.payload_bytes(),
             Body::Forward { data, .. }
             | Body::ForwardMessage { data, .. }
             | Body::ForwardPart { data, .. }
@@ -209,6 +254,23 @@ impl Message {
             Body::Campaign => {
                 w.u8(BODY_CAMPAIGN);
             }
+            Body::Relay(relay) => {
+                w.u8(BODY_RELAY).len(relay.pool.len());
+                for p in &relay.pool {
+                    w.bytes(p);
+                }
+                w.len(relay.parts.len());
+                for part in &relay.parts {
+                    w.u64(part.to.0).len(part.payloads.len());
+                    for &i in &part.payloads {
+                        w.u32(i);
+                    }
+                    w.bytes(&part.message.encode());
+                }
+            }
+            Body::Relayed(message) => {
+                w.u8(BODY_RELAYED).bytes(&message.encode());
+            }
         }
     }
 
@@ -253,6 +315,25 @@ impl Message {
             BODY_PROBE => Body::Probe,
             BODY_STALE => Body::Stale,
             BODY_CAMPAIGN => Body::Campaign,
+            BODY_RELAY => {
+                let pool: Vec<Vec<u8>> = (0..r.len(4)?).map(|_| r.bytes()).collect::<Result<_, _>>()?;
+                let n = r.len(16)?;
+                let mut parts = Vec::new();
+                for _ in 0..n {
+                    let to = MemberId(r.u64()?);
+                    let payloads: Vec<u32> = (0..r.len(4)?).map(|_| r.u32()).collect::<Result<_, _>>()?;
+                    if payloads.iter().any(|&i| i as usize >= pool.len()) {
+                        return Err(DecodeError("relayed payload outside the pool"));
+                    }
+                    let message = Box::new(relayable(Message::decode(&r.bytes()?)?)?);
+                    if matches!(&message.body, Body::Raft { payloads, .. } if !payloads.is_empty()) {
+                        return Err(DecodeError("relayed message carries its own payloads"));
+                    }
+                    parts.push(RelayPart { to, message, payloads });
+                }
+                Body::Relay(Relay { pool, parts })
+            }
+            BODY_RELAYED => Body::Relayed(Box::new(relayable(Message::decode(&r.bytes()?)?)?)),
             _ => return Err(DecodeError("unknown message body")),
         };
         r.finish()?;
@@ -269,9 +350,9 @@ mod tests {
     use crate::sim::Sim;
     use crate::types::MemberId;
 
-    /// Real traffic of a small cluster, encoded.
+    /// Real traffic of a small cluster across two segments (relays too), encoded.
     fn sample_messages() -> Vec<Vec<u8>> {
-        let mut sim = Sim::new(3, 3, GroupConfig::new("fuzz"));
+        let mut sim = Sim::with_segments(3, 3, GroupConfig::new("fuzz"), false, &[0, 1, 1]);
         sim.run_for(3_000).unwrap();
         for k in 0..20 {
             sim.submit(MemberId(1 + k % 3), vec![k as u8; 40]);
@@ -286,6 +367,9 @@ mod tests {
     fn corrupted_messages_are_refused_or_handled_never_a_panic() {
         let samples = sample_messages();
         assert!(samples.len() > 20);
+        let kinds: Vec<Body> = samples.iter().map(|bytes| Message::decode(bytes).unwrap().body).collect();
+        assert!(kinds.iter().any(|b| matches!(b, Body::Relay(_))), "relays among the samples");
+        assert!(kinds.iter().any(|b| matches!(b, Body::Relayed(_))));
         let mut member = Member::join(
             MemberInfo {
                 id: MemberId(9),
@@ -295,6 +379,7 @@ mod tests {
                 incarnation: 0,
                 arbitrator: false,
                 weight: 1,
+                segment: 0,
             },
             GroupConfig::new("fuzz"),
             MemoryStore::new(),

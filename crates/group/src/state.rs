@@ -412,6 +412,7 @@ mod tests {
             incarnation: 0,
             arbitrator: false,
             weight: 1,
+            segment: 0,
         }
     }
 

@@ -74,12 +74,15 @@ pub struct MemberInfo {
     pub arbitrator: bool,
     /// Its say in the quorum (`pc.weight`, 0-255, default 1; crate::weights).
     pub weight: u8,
+    /// Its site (`gmcast.segment`, 0-255, default 0): writesets cross into another segment
+    /// once and are relayed inside it (docs/design/group-segments.md).
+    pub segment: u8,
 }
 
 impl MemberInfo {
     pub(crate) fn encode(&self, w: &mut Writer) {
         w.u64(self.id.0).str(&self.name).str(&self.address).str(&self.incoming_address).u64(self.incarnation);
-        w.u8(u8::from(self.arbitrator)).u8(self.weight);
+        w.u8(u8::from(self.arbitrator)).u8(self.weight).u8(self.segment);
     }
     pub(crate) fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
@@ -94,6 +97,7 @@ impl MemberInfo {
                 _ => return Err(DecodeError("member role")),
             },
             weight: r.u8()?,
+            segment: r.u8()?,
         })
     }
 }

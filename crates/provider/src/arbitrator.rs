@@ -90,6 +90,7 @@ impl Arbitrator {
                 incarnation: u64::from_le_bytes(Uuid::random().0[..8].try_into().expect("8 bytes")),
                 arbitrator: true,
                 weight: crate::provider::weight(&options),
+                segment: crate::provider::segment(&options),
             },
             listen: addresses.listen.clone(),
             data_dir: cache_dir.clone(),

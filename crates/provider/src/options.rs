@@ -97,7 +97,7 @@ const SPECS: &[Spec] = &[
     opt("gmcast.mcast_addr", Kind::Text, ""),
     opt("gmcast.mcast_ttl", Kind::Integer, "1"),
     opt("gmcast.peer_timeout", Kind::Period, "PT3S"),
-    opt("gmcast.segment", Kind::Integer, "0"),
+    opt("gmcast.segment", Kind::Within(0, 255), "0"),
     opt("gmcast.time_wait", Kind::Period, "PT5S"),
     opt("gmcast.version", Kind::Integer, "0"),
     opt("ist.recv_addr", Kind::Text, ""),

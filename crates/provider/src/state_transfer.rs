@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 
 /// The donor for `joiner`: the first synced member named in `donors`
 /// (`wsrep_sst_donor`, comma-separated) if any, else — unless the list names members
-/// without a trailing comma — any synced member in view order.
+/// without a trailing comma — any synced member in view order, those of the joiner's segment
+/// (`gmcast.segment`) first: a transfer stays inside a site when it can.
 pub fn choose_donor(
     members: &[MemberInfo],
     synced: &BTreeSet<MemberId>,
@@ -21,7 +22,9 @@ pub fn choose_donor(
     }
     let anyone = names.is_empty() || donors.trim_end().ends_with(',');
     if anyone {
-        candidates.first().map(|m| m.id)
+        let segment = members.iter().find(|m| m.id == joiner).map(|m| m.segment);
+        let nearby = candidates.iter().find(|m| Some(m.segment) == segment);
+        nearby.or(candidates.first()).map(|m| m.id)
     } else {
         None
     }
@@ -40,6 +43,7 @@ mod tests {
             incarnation: 0,
             arbitrator: false,
             weight: 1,
+            segment: 0,
         }
     }
 
@@ -54,5 +58,17 @@ mod tests {
         assert_eq!(choose_donor(&members, &synced, joiner, "x"), None, "named but absent: wait");
         assert_eq!(choose_donor(&members, &synced, joiner, "x,"), Some(MemberId(1)));
         assert_eq!(choose_donor(&members, &BTreeSet::new(), joiner, ""), None);
+    }
+
+    #[test]
+    fn any_donor_is_taken_from_the_joiners_segment_first() {
+        let mut members = [member(1, "a"), member(2, "b"), member(3, "c")];
+        members[1].segment = 1;
+        members[2].segment = 1;
+        let synced: BTreeSet<MemberId> = [MemberId(1), MemberId(2)].into();
+        assert_eq!(choose_donor(&members, &synced, MemberId(3), ""), Some(MemberId(2)));
+        assert_eq!(choose_donor(&members, &synced, MemberId(3), "a"), Some(MemberId(1)), "named first");
+        let only_elsewhere: BTreeSet<MemberId> = [MemberId(1)].into();
+        assert_eq!(choose_donor(&members, &only_elsewhere, MemberId(3), ""), Some(MemberId(1)));
     }
 }

@@ -40,6 +40,7 @@ fn config(n: usize, ports: &[u16], dir: &Path, bootstrap: Option<Genesis>, resum
             incarnation: 0,
             arbitrator: false,
             weight: 1,
+            segment: 0,
         },
         listen: format!("0.0.0.0:{}", ports[n - 1]),
         data_dir,

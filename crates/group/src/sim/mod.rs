@@ -60,6 +60,9 @@ pub struct Scenario {
     pub weights: Vec<u8>,
     /// ...and change one member's weight now and then, per step.
     pub reweigh_per_million: u32,
+    /// Some runs place members in segments (0-2 each; empty: all in 0), so messages are
+    /// relayed.
+    pub segments: Vec<u8>,
 }
 
 impl Scenario {
@@ -90,6 +93,11 @@ impl Scenario {
                 Vec::new()
             },
             reweigh_per_million: rng.range(0, 200) as u32,
+            segments: if rng.chance(400_000) {
+                (0..members).map(|_| rng.range(0, 3) as u8).collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 }
@@ -194,6 +202,11 @@ impl Sim {
 
     /// The same, the last member an arbitrator when `arbitrator`.
     pub fn with_arbitrator(seed: u64, members: usize, config: GroupConfig, arbitrator: bool) -> Self {
+        Self::with_segments(seed, members, config, arbitrator, &[])
+    }
+
+    /// The same, member `i` in segment `segments[i]` (`gmcast.segment`; missing: 0).
+    pub fn with_segments(seed: u64, members: usize, config: GroupConfig, arbitrator: bool, segments: &[u8]) -> Self {
         let mut draw = Rng::new(seed ^ 0x4745_4e45_5349_5321);
         let mut history = [0u8; 16];
         history[..8].copy_from_slice(&draw.next_u64().to_le_bytes());
@@ -211,9 +224,10 @@ impl Sim {
                     name: format!("node{}", id.0),
                     address: format!("127.0.0.1:{}", 4566 + id.0),
                     incoming_address: format!("127.0.0.1:{}", 3305 + id.0),
-                    incarnation: 0,
+                    incarnation: 1,
                     arbitrator: arbitrator && id.0 == members as u64,
                     weight: 1,
+                    segment: segments.get(id.0 as usize - 1).copied().unwrap_or(0),
                 };
                 let store = MemoryStore::new();
                 let mut member = if id.0 == 1 {
@@ -504,6 +518,8 @@ impl Sim {
         let consumed = if self.external { 0 } else { self.nodes[i].consumed };
         self.check(|c| c.on_restart(id, consumed))?;
         self.nodes[i].incarnation += 1;
+        // As a real node: every connection of a member is a new incarnation (a new view).
+        self.nodes[i].info.incarnation = self.nodes[i].incarnation;
         let ids: Vec<MemberId> = self.nodes.iter().map(|n| n.info.id).collect();
         let info = self.nodes[i].info.clone();
         let mut member = Member::restart(info, self.config.clone(), store, &ids, self.now_ms, consumed);
@@ -882,7 +898,7 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
     let mut config = GroupConfig::new("sim");
     config.gcache_bytes = scenario.gcache_bytes;
     config.part_bytes = scenario.part_bytes;
-    let mut sim = Sim::with_arbitrator(seed, scenario.members, config, scenario.arbitrator);
+    let mut sim = Sim::with_segments(seed, scenario.members, config, scenario.arbitrator, &scenario.segments);
     sim.set_trace(trace);
     sim.note(|| format!("scenario {scenario:?}"));
     for (i, &weight) in scenario.weights.iter().enumerate() {

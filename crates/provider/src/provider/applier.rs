@@ -157,6 +157,7 @@ impl Provider {
                 RequestStart::Ended => return Ok(()),
                 RequestStart::AlreadyReceived => {}
                 RequestStart::Send { position, has_state, ist_addr, donors } => {
+                    let ist_address = ist_addr.clone();
                     let Some(link) = self.node_of(generation) else { return Ok(()) };
                     let message = Control::StateRequest {
                         sst_request: request.clone(),
@@ -167,6 +168,11 @@ impl Provider {
                         id,
                     };
                     log::info!("requesting state transfer at view {} (local position {position})", view.state_id);
+                    if position.uuid == view.state_id.uuid && position.seqno >= 0 {
+                        // Galera's words: operators' and MariaDB's tests look for this line.
+                        let (first, last) = (position.seqno + 1, view.state_id.seqno);
+                        log::info!("Prepared IST receiver for {first}-{last}, listening at: {ist_address}");
+                    }
                     let sent = link.node.send_message(message.encode()).recv_timeout(REQUEST_ORDER_TIMEOUT);
                     drop(link);
                     if !matches!(sent, Ok(Ok(_))) {

@@ -104,6 +104,10 @@ impl Provider {
                 checkpoint,
             })
         });
+        let (weight, segment) = {
+            let options = lock(&self.options);
+            (weight(&options), segment(&options))
+        };
         let config = NodeConfig {
             group: group_config,
             info: MemberInfo {
@@ -113,7 +117,8 @@ impl Provider {
                 incoming_address: self.node_incoming.clone(),
                 incarnation,
                 arbitrator: false,
-                weight: weight(&lock(&self.options)),
+                weight,
+                segment,
             },
             listen: addresses.listen.clone(),
             data_dir: cache_dir.clone(),
@@ -284,6 +289,11 @@ pub(super) fn checkpoint_bytes(options: &Options) -> u64 {
 /// `pc.weight`, checked to be 0-255 when set.
 pub(crate) fn weight(options: &Options) -> u8 {
     options.integer("pc.weight").clamp(0, 255) as u8
+}
+
+/// `gmcast.segment`, read when the node connects.
+pub(crate) fn segment(options: &Options) -> u8 {
+    options.integer("gmcast.segment").clamp(0, 255) as u8
 }
 
 /// Group timeouts and sizes from the Galera options of the same meaning.

@@ -8,7 +8,7 @@
 mod applier;
 mod catch_up;
 mod connection;
-pub(crate) use connection::{group_config, weight};
+pub(crate) use connection::{group_config, segment, weight};
 mod control;
 mod isolation;
 mod sink;

@@ -70,7 +70,7 @@ impl Sim {
         let mut config = GroupConfig::new("sim");
         config.gcache_bytes = scenario.gcache_bytes;
         config.part_bytes = scenario.part_bytes;
-        let mut group = GroupSim::new(seed, scenario.members, config);
+        let mut group = GroupSim::with_segments(seed, scenario.members, config, false, &scenario.segments);
         group.set_external_application(true);
         group.set_trace(trace);
         let mut rng = Rng::new(seed ^ 0x7072_6f76_6964_6572);

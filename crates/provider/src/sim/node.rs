@@ -226,8 +226,7 @@ impl Node {
         core.observe();
         self.generation = core.open(Opening {
             me: self.id,
-            // The group simulator's members keep incarnation 0.
-            member: crate::core::member_uuid(self.id, 0),
+            member: crate::core::member_uuid(self.id, incarnation),
             bootstrap_history: bootstrap,
             ist_addr: format!("sim:{}:{incarnation}", self.index),
             donors: String::new(),
