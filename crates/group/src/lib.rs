@@ -31,6 +31,7 @@
 //!         incarnation: 1, // new at every start: the application's view of the member's identity
 //!         arbitrator: false, // true for `lockstep arbitrator`: votes, holds no data
 //!         weight: 1, // `pc.weight`: its say in the quorum
+//!         segment: 0, // `gmcast.segment`: its site
 //!     },
 //!     listen: "0.0.0.0:4567".into(),
 //!     data_dir: datadir,
