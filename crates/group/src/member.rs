@@ -964,7 +964,7 @@ impl<S: LogStore> Member<S> {
             }
         }
         let silence_ms = RELAY_SILENT_HEARTBEATS * self.config.heartbeat_interval_ms;
-        let alive = |id: &MemberId| self.last_heard_ms.get(id).is_some_and(|&t| self.now_ms <= t + silence_ms);
+        let alive = |id: &MemberId| self.heard_within(*id, silence_ms);
         let mut slots: Vec<Option<(MemberId, Message)>> = outbox.into_iter().map(Some).collect();
         let mut relayed = Vec::new();
         for indices in by_segment.values() {
@@ -997,6 +997,11 @@ impl<S: LogStore> Member<S> {
             slots[indices[0]] = Some((relay, self.envelope(Body::Relay(Relay { pool, parts }))));
         }
         (slots.into_iter().flatten().collect(), relayed)
+    }
+
+    /// Whether `id` was heard from within the last `ms` milliseconds.
+    fn heard_within(&self, id: MemberId, ms: u64) -> bool {
+        self.last_heard_ms.get(&id).is_some_and(|&t| self.now_ms <= t + ms)
     }
 
     fn segment_of(&self, id: MemberId) -> Option<u8> {
@@ -1444,9 +1449,7 @@ impl<S: LogStore> Member<S> {
     /// Members of our latest configuration (voters or not) heard from within the suspect
     /// timeout, and us.
     fn members_in_contact(&self) -> BTreeSet<MemberId> {
-        let now = self.now_ms;
-        let heard =
-            |id: &MemberId| self.last_heard_ms.get(id).is_some_and(|t| now <= t + self.config.suspect_timeout_ms);
+        let heard = |id: &MemberId| self.heard_within(*id, self.config.suspect_timeout_ms);
         let latest = self.raft.latest_membership();
         let mut members: BTreeSet<MemberId> =
             latest.all_voters().chain(latest.non_voters.iter().copied()).filter(heard).collect();
@@ -1525,7 +1528,7 @@ impl<S: LogStore> Member<S> {
             v != self.info.id
                 && self.may_lead(v)
                 && self.raft.follower_match_index(v) == Some(last)
-                && self.last_heard_ms.get(&v).is_some_and(|&t| now <= t + min)
+                && self.heard_within(v, min)
         });
         if let Some(heir) = heir {
             log::info!(
