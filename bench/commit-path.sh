@@ -80,50 +80,13 @@ any_failed=0
 
 # ---- both clusters, at the same time
 echo "== starting two 3-node clusters in $work: Lockstep and Galera"
-declare -A up_pid
-for case in $cases; do
-    bench_cluster_up "$work/$case" "${provider[$case]}" 3 "$work/$case-up.log" >"$work/$case-up.reason" &
-    up_pid[$case]=$!
-done
-for case in $cases; do
-    if ! wait "${up_pid[$case]}"; then
-        # Two clusters allocating ports at the same moment may (rarely) pick the same ones:
-        # one more try, alone.
-        echo "bench: $case: no cluster ($(cat "$work/$case-up.reason")); trying once more" >&2
-        "$lockstep" cluster down --dir "$work/$case" >/dev/null 2>&1
-        rm -rf "${work:?}/$case"
-        if ! reason=$(bench_cluster_up "$work/$case" "${provider[$case]}" 3 "$work/$case-up.log"); then
-            tail -n 15 "$work/$case-up.log" >&2
-            echo "bench: $case: no 3-node cluster: $reason" >&2
-            exit 1
-        fi
-    fi
-done
+bench_clusters_side_by_side "$work" lockstep "${provider[lockstep]}" galera "${provider[galera]}" || exit 1
 declare -A version
 for case in $cases; do
-    if ! problem=$(bench_cluster_check "$work/$case" 3); then
-        echo "bench: $case: no 3-node primary cluster: $problem" >&2
-        exit 1
-    fi
     socket=$work/$case/node1/mariadbd.sock
     version[$case]="$(bench_wsrep_var "$socket" wsrep_provider_name) $(bench_wsrep_var "$socket" wsrep_provider_version)"
-    # The generated my.cnf leaves wsrep_slave_threads at MariaDB's default, 1.
-    for socket in "$work/$case"/node*/mariadbd.sock; do
-        bench_sql "$socket" "SET GLOBAL wsrep_slave_threads = $slave_threads" || exit 1
-    done
 done
-# The server starts the extra appliers in the background: wait for them.
-deadline=$((SECONDS + 30))
-for socket in "$work"/*/node*/mariadbd.sock; do
-    until [[ $(bench_wsrep_var "$socket" wsrep_applier_thread_count) == "$slave_threads" ]]; do
-        if ((SECONDS > deadline)); then
-            echo "bench: $socket: wsrep_applier_thread_count is" \
-                "$(bench_wsrep_var "$socket" wsrep_applier_thread_count), not $slave_threads" >&2
-            exit 1
-        fi
-        sleep 0.2
-    done
-done
+bench_slave_threads "$slave_threads" "$work"/*/node*/mariadbd.sock || exit 1
 for case in $cases; do
     echo "$case: ${version[$case]}, 3 nodes Synced, wsrep_slave_threads=$slave_threads," \
         "ports in $work/$case-up.log"

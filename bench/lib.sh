@@ -155,6 +155,55 @@ bench_converged() {
     done
 }
 
+# bench_clusters_side_by_side WORK NAME PROVIDER NAME PROVIDER: two 3-node clusters started at
+# the same time in WORK/NAME (logs in WORK/NAME-up.log), each checked Primary and Synced.
+# Two clusters allocating ports at the same moment may (rarely) pick the same ones: a cluster
+# that fails to start gets one more try, alone. On failure, says why and fails.
+bench_clusters_side_by_side() {
+    local work=$1 name reason
+    local -A library=([$2]=$3 [$4]=$5) pid
+    for name in "$2" "$4"; do
+        bench_cluster_up "$work/$name" "${library[$name]}" 3 "$work/$name-up.log" >"$work/$name-up.reason" &
+        pid[$name]=$!
+    done
+    for name in "$2" "$4"; do
+        if ! wait "${pid[$name]}"; then
+            echo "bench: $name: no cluster ($(cat "$work/$name-up.reason")); trying once more" >&2
+            "$lockstep" cluster down --dir "$work/$name" >/dev/null 2>&1
+            rm -rf "${work:?}/$name"
+            if ! reason=$(bench_cluster_up "$work/$name" "${library[$name]}" 3 "$work/$name-up.log"); then
+                tail -n 15 "$work/$name-up.log" >&2
+                echo "bench: $name: no 3-node cluster: $reason" >&2
+                return 1
+            fi
+        fi
+        if ! reason=$(bench_cluster_check "$work/$name" 3); then
+            echo "bench: $name: no 3-node primary cluster: $reason" >&2
+            return 1
+        fi
+    done
+}
+
+# bench_slave_threads N SOCKET...: wsrep_slave_threads=N on every server, waiting (30 s at
+# most) until each runs N appliers (the server starts them in the background).
+bench_slave_threads() {
+    local threads=$1 socket deadline=$((SECONDS + 30))
+    shift
+    for socket in "$@"; do
+        bench_sql "$socket" "SET GLOBAL wsrep_slave_threads = $threads" || return 1
+    done
+    for socket in "$@"; do
+        until [[ $(bench_wsrep_var "$socket" wsrep_applier_thread_count) == "$threads" ]]; do
+            if ((SECONDS > deadline)); then
+                echo "bench: $socket: wsrep_applier_thread_count is" \
+                    "$(bench_wsrep_var "$socket" wsrep_applier_thread_count), not $threads" >&2
+                return 1
+            fi
+            sleep 0.2
+        done
+    done
+}
+
 # bench_server_pids DIR: the pid of every running mariadbd of the cluster in DIR, one a line.
 bench_server_pids() {
     local pid_file pid

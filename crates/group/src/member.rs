@@ -17,6 +17,9 @@ use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqn
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 
+mod handover;
+use handover::{Handover, WriteTally};
+
 /// The slowest transfer rate to a working peer the leader allows a message that takes
 /// longer than a heartbeat interval at that rate (over 1 MiB by default) before it assumes
 /// the message lost and sends it again: 1.6 s for a 16 MiB entry. Without it, a big entry
@@ -137,8 +140,15 @@ pub struct Member<S: LogStore> {
     removed: bool,
     /// Primary at the last tick.
     was_primary: bool,
-    /// An arbitrator that leads: when it last asked a member with data to take over.
-    handover_asked_ms: u64,
+    /// Leader: handing the lead to another member (`member/handover.rs`), and when the last
+    /// hand-over began.
+    handover: Option<Handover>,
+    handover_began_ms: u64,
+    /// Leader: who wrote what lately (the lead follows the writes).
+    writes: WriteTally,
+    /// Follower: the heir our leader named in its `Campaign`, until when its vote request
+    /// passes though the leader is alive.
+    endorsed: Option<(MemberId, u64)>,
     /// Since when this member, primary before, is not (`pc.ignore_sb`).
     not_primary_since_ms: Option<u64>,
     /// When this member, primary until then, lost its quorum (`bridging_to_forced`).
@@ -297,7 +307,10 @@ impl<S: LogStore> Member<S> {
             leaving: false,
             removed: false,
             was_primary: false,
-            handover_asked_ms: 0,
+            handover: None,
+            handover_began_ms: 0,
+            writes: WriteTally::default(),
+            endorsed: None,
             not_primary_since_ms: None,
             quorum_lost_ms: None,
             weight_pending: false,
@@ -456,6 +469,9 @@ impl<S: LogStore> Member<S> {
         if let Some(&d) = self.pending.values().min() {
             deadline = deadline.min(d);
         }
+        if let Some(d) = self.handover_deadline_ms() {
+            deadline = deadline.min(d);
+        }
         if self.leader.is_some() && self.uploads.front().is_some_and(|u| u.has_room(self.config.part_limit())) {
             deadline = self.now_ms;
         }
@@ -490,6 +506,7 @@ impl<S: LogStore> Member<S> {
         if self.raft.role() == Role::Leader {
             self.lead_membership();
             self.hand_over_lead();
+            self.follow_the_writes();
             for (request, op) in std::mem::take(&mut self.reorder) {
                 if self.pending.contains_key(&request) && !self.propose(&op) {
                     self.pending.remove(&request);
@@ -497,6 +514,7 @@ impl<S: LogStore> Member<S> {
                 }
             }
         }
+        self.settle_handover();
         self.watch_primary();
         self.settle_weight();
         self.forward_held();
@@ -594,13 +612,7 @@ impl<S: LogStore> Member<S> {
             Body::Removed => self.removed = self.leaving,
             // The envelope told what they say (`same_bootstrap`).
             Body::Probe | Body::Stale => {}
-            Body::Campaign => {
-                let asked_by_leader = self.leader == Some(from) && !self.may_lead(from);
-                if asked_by_leader && self.raft.is_voter(self.info.id) && !self.info.arbitrator {
-                    self.start_pre_vote();
-                    self.reset_election_timer();
-                }
-            }
+            Body::Campaign { heir } => self.receive_campaign(from, heir),
             Body::Snapshot(state) => self.install_snapshot(from, state),
             Body::Relay(relay) => self.receive_relay(from, relay),
             Body::Relayed(message) => self.receive_relayed(from, *message),
@@ -685,17 +697,19 @@ impl<S: LogStore> Member<S> {
 
     /// Proposes `op` if we lead, or forwards it to the leader (kept to forward again).
     fn dispatch(&mut self, request: u64, op: Op) -> Result<(), SubmitError> {
-        if self.raft.role() == Role::Leader {
+        let handing_over = self.handing_over();
+        if self.raft.role() == Role::Leader && !handing_over {
             return if self.propose(&op) { Ok(()) } else { Err(SubmitError::NotPrimary) };
         }
         let single = matches!(op, Op::Writeset { .. } | Op::Message { .. });
         let body = forward_body(op);
-        let Some(leader) = self.leader else {
+        let leader = self.leader.filter(|_| !handing_over);
+        let Some(leader) = leader else {
             if !single {
                 return Err(SubmitError::NotPrimary);
             }
-            // An election in a primary component: sent once a leader is known
-            // (`forward_held`), as Galera's writes wait out a view change.
+            // An election in a primary component, or our hand-over of the lead: sent once a
+            // leader is known (`forward_held`), as Galera's writes wait out a view change.
             self.resend.insert(request, Forwarded { body, attempts: FORWARD_ATTEMPTS, sent_in: None });
             return Ok(());
         };
@@ -709,7 +723,7 @@ impl<S: LogStore> Member<S> {
     /// leader change lost (`forwarded_lost_before`). If we lead now, we order them ourselves;
     /// if the primary component is gone, they fail as a new submission would.
     fn forward_held(&mut self) {
-        if !self.resend.values().any(|f| f.sent_in.is_none()) {
+        if self.handing_over() || !self.resend.values().any(|f| f.sent_in.is_none()) {
             return;
         }
         let held: Vec<u64> = self.resend.iter().filter(|(_, f)| f.sent_in.is_none()).map(|(&r, _)| r).collect();
@@ -811,7 +825,7 @@ impl<S: LogStore> Member<S> {
         let mut proposed = false;
         // Parts wait while there is no leader to take them (an election); the upload's
         // deadline bounds the wait.
-        while self.is_primary() && self.leader.is_some() {
+        while self.is_primary() && self.leader.is_some() && !self.handing_over() {
             let part_request = self.next_request;
             let part_bytes = self.config.part_limit();
             let Some(upload) = self.uploads.front_mut() else { break };
@@ -906,7 +920,7 @@ impl<S: LogStore> Member<S> {
             return None;
         }
         // Its followers grant votes while it leads (`leader_alive`): no lease to vouch with.
-        if self.info.arbitrator {
+        if self.info.arbitrator || self.lease_lent() {
             return None;
         }
         let lease_ms = self.config.election_timeout_min_ms / 4;
@@ -1093,7 +1107,10 @@ impl<S: LogStore> Member<S> {
             log::error!("{}: cache failure, member stops: {e}", self.info.id);
             self.failed = Some(e.to_string());
             self.outbox.clear();
+            return;
         }
+        // The heir's reply that gives it our whole log asks it to campaign in this round.
+        self.settle_handover();
     }
 
     // ---- internals ----------------------------------------------------------------
@@ -1159,6 +1176,7 @@ impl<S: LogStore> Member<S> {
             if self.raft.role() == Role::Leader && self.leader != Some(self.info.id) {
                 self.leader = Some(self.info.id);
                 self.leader_since_ms = self.now_ms;
+                self.writes = WriteTally::starting(self.now_ms);
             }
             self.apply_committed();
             self.purge_cache()?;
@@ -1247,6 +1265,13 @@ impl<S: LogStore> Member<S> {
             self.failed = Some(e);
             return;
         }
+        if self.raft.role() != Role::Leader && self.asked_heir() {
+            // Deposed by our heir: still the primary component until it speaks or the
+            // suspect timeout passes, as a follower during an election.
+            self.leader = None;
+            self.leader_primary = self.is_primary_as_leader();
+            self.leader_heard_ms = self.now_ms;
+        }
         if is_append && term == self.raft.term() {
             self.leader = Some(from);
             self.leader_heard_ms = self.now_ms;
@@ -1270,6 +1295,10 @@ impl<S: LogStore> Member<S> {
             // Only members order writesets: a peer that merely reached our port (and, with
             // TLS, holds a certificate of the cluster's CA) must join first.
             log::debug!("{}: not ordering a writeset forwarded by {from}, which is not a member", self.info.id);
+            return;
+        }
+        if self.handing_over() {
+            self.hold_forwarded(from, term, request, op);
             return;
         }
         if !(self.is_primary() && self.raft.role() == Role::Leader && self.propose(&op)) {
@@ -1474,7 +1503,8 @@ impl<S: LogStore> Member<S> {
     /// A leader that should not lead is never protected so: it leads only until a member
     /// that should can take over (`hand_over_lead`), and any such member may.
     fn leader_alive(&self, other_than: MemberId) -> bool {
-        self.leader.is_some_and(|l| l != other_than && l != self.info.id && self.may_lead(l))
+        !self.endorsed(other_than)
+            && self.leader.is_some_and(|l| l != other_than && l != self.info.id && self.may_lead(l))
             && self.now_ms < self.leader_heard_ms + self.config.election_timeout_min_ms
     }
 
@@ -1516,27 +1546,21 @@ impl<S: LogStore> Member<S> {
     /// data puts a hop between every writer and the order), and a leader whose weight no
     /// longer makes it a voter only until another can lead (the new leader then makes it a
     /// non-voter): once a voter that may lead has the whole log and is in contact, it is asked
-    /// to start an election, which it wins.
+    /// to start an election, which it wins (`member/handover.rs`).
     fn hand_over_lead(&mut self) {
-        let (min, max) = (self.config.election_timeout_min_ms, self.config.election_timeout_max_ms);
-        if self.may_lead(self.info.id) || self.now_ms < self.handover_asked_ms + max {
+        if self.may_lead(self.info.id) {
             return;
         }
-        let last = self.raft.last_index();
-        let now = self.now_ms;
-        let heir = self.raft.latest_membership().voters.iter().copied().find(|&v| {
-            v != self.info.id
-                && self.may_lead(v)
-                && self.raft.follower_match_index(v) == Some(last)
-                && self.heard_within(v, min)
-        });
-        if let Some(heir) = heir {
-            log::info!(
-                "{}: leading but should not: asking {heir}, which has the whole log, to take over",
-                self.info.id
-            );
-            self.handover_asked_ms = now;
-            self.send(heir, Body::Campaign);
+        let min = self.config.election_timeout_min_ms;
+        let heir = self
+            .raft
+            .latest_membership()
+            .voters
+            .iter()
+            .copied()
+            .find(|&v| v != self.info.id && self.may_lead(v) && self.heard_within(v, min));
+        if let Some(heir) = heir.filter(|&heir| self.begin_handover(heir)) {
+            log::info!("{}: leading but should not: handing the lead to {heir}", self.info.id);
         }
     }
 
@@ -1695,6 +1719,7 @@ impl<S: LogStore> Member<S> {
     fn propose(&mut self, op: &Op) -> bool {
         match self.raft.propose_command() {
             Some(position) => {
+                self.writes.count(op);
                 self.staged.insert((position.index, position.term), op.encode());
                 true
             }
@@ -1976,16 +2001,24 @@ impl<S: LogStore> Member<S> {
         let now = self.now_ms;
         let fresh = |t: u64| now <= t + self.config.suspect_timeout_ms;
         if self.raft.role() == Role::Leader {
-            let mut contact: BTreeSet<MemberId> =
-                self.last_heard_ms.iter().filter(|&(_, &t)| fresh(t)).map(|(&id, _)| id).collect();
-            contact.insert(self.info.id);
-            self.raft.latest_membership().has_quorum(&contact)
+            self.is_primary_as_leader()
         } else {
             // Also while an election runs (no leader known): still the primary component
             // until the last leader has been silent for the suspect timeout, as Galera keeps
             // its view until it suspects a member. An election alone ends nothing.
             self.leader_primary && fresh(self.leader_heard_ms)
         }
+    }
+
+    /// A leader is primary while it heard from a quorum within the suspect timeout.
+    fn is_primary_as_leader(&self) -> bool {
+        let now = self.now_ms;
+        let mut contact: BTreeSet<MemberId> = (self.last_heard_ms.iter())
+            .filter(|&(_, &t)| now <= t + self.config.suspect_timeout_ms)
+            .map(|(&id, _)| id)
+            .collect();
+        contact.insert(self.info.id);
+        self.raft.latest_membership().has_quorum(&contact)
     }
 
     fn has_left(&self) -> bool {
@@ -2383,20 +2416,64 @@ mod tests {
 
     /// Three members, 1 in segment 0 (it bootstraps and leads), 2 and 3 in segment 1.
     fn three_in_two_segments() -> (Vec<Member<MemoryStore>>, u64) {
+        group(&[0, 1, 1])
+    }
+
+    /// A primary group of one member per entry of `segments`, member i + 1 in `segments[i]`;
+    /// member 1 bootstraps and leads.
+    fn group(segments: &[u8]) -> (Vec<Member<MemoryStore>>, u64) {
         let config = GroupConfig::new("t");
         let in_segment = |id, segment| MemberInfo { segment, ..info(id) };
-        let mut members =
-            vec![Member::bootstrap(in_segment(1, 0), config.clone(), MemoryStore::new(), Genesis::default(), 0)];
-        for id in [2, 3] {
-            members.push(Member::join(in_segment(id, 1), config.clone(), MemoryStore::new(), &[MemberId(1)], 0));
+        let mut members = vec![Member::bootstrap(
+            in_segment(1, segments[0]),
+            config.clone(),
+            MemoryStore::new(),
+            Genesis::default(),
+            0,
+        )];
+        for (id, &segment) in (2..).zip(&segments[1..]) {
+            members.push(Member::join(in_segment(id, segment), config.clone(), MemoryStore::new(), &[MemberId(1)], 0));
         }
         let mut now = 0;
-        while !members.iter().all(|m| m.status().primary && m.status().view.members.len() == 3) {
+        while !members.iter().all(|m| m.status().primary && m.status().view.members.len() == segments.len()) {
             exchange(&mut members, now, None);
             now += 10;
-            assert!(now < 30_000, "no view of three");
+            assert!(now < 30_000, "no view of {}", segments.len());
         }
         (members, now)
+    }
+
+    #[test]
+    fn the_lead_follows_the_writes_and_no_write_is_lost_or_ordered_twice() {
+        for size in [3, 5] {
+            let (mut members, mut now) = group(&vec![0; size]);
+            let writer = size - 1;
+            let first = members[0].status().last_seqno;
+            let (mut outcomes, mut submitted_at, mut longest_wait) = (BTreeMap::new(), BTreeMap::new(), 0);
+            // A writeset every 10 ms for 4 s from the last member, then time to settle.
+            for step in 0..600 {
+                if step < 400 {
+                    submitted_at.insert(members[writer].submit(vec![step as u8; 100]).unwrap(), now);
+                }
+                exchange(&mut members, now, None);
+                for (request, outcome) in members[writer].take_completions() {
+                    longest_wait = longest_wait.max(now - submitted_at[&request]);
+                    outcomes.insert(request, outcome);
+                }
+                now += 10;
+            }
+            let submitted = submitted_at.len();
+            let writer_id = MemberId(size as u64);
+            assert_eq!(members[0].status().leader, Some(writer_id), "{size} members");
+            // The hand-over takes a few exchanges, not an election timeout.
+            assert!(longest_wait < 200, "{size} members: a writeset waited {longest_wait} ms");
+            assert_eq!(outcomes.len(), submitted);
+            let seqnos: BTreeSet<Seqno> = outcomes.values().map(|r| *r.as_ref().unwrap()).collect();
+            assert_eq!(seqnos.len(), submitted, "every writeset ordered once");
+            for m in &members {
+                assert_eq!(m.status().last_seqno, first + submitted as u64, "{}", m.info.id);
+            }
+        }
     }
 
     /// One step of `members` (member i has id i + 1) over an in-memory wire, nothing reaching

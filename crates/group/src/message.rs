@@ -121,9 +121,12 @@ pub enum Body {
         request: u64,
         index: Option<u64>,
     },
-    /// From an arbitrator that leads: the receiver has its whole log and should start an
-    /// election now, to take the lead over (Raft's leadership transfer, "TimeoutNow").
-    Campaign,
+    /// From the leader, to every voter: it hands the lead to `heir`, which has its whole log
+    /// and starts an election now (Raft's leadership transfer, "TimeoutNow"); the others
+    /// grant the heir their vote though they still hear the leader.
+    Campaign {
+        heir: MemberId,
+    },
     /// From another segment's member: the parts of its Raft messages for this segment.
     Relay(Relay),
     /// From a relay of our segment: a Raft message of another member, sent to us.
@@ -251,8 +254,8 @@ impl Message {
             Body::Stale => {
                 w.u8(BODY_STALE);
             }
-            Body::Campaign => {
-                w.u8(BODY_CAMPAIGN);
+            Body::Campaign { heir } => {
+                w.u8(BODY_CAMPAIGN).u64(heir.0);
             }
             Body::Relay(relay) => {
                 w.u8(BODY_RELAY).len(relay.pool.len());
@@ -314,7 +317,7 @@ impl Message {
             }
             BODY_PROBE => Body::Probe,
             BODY_STALE => Body::Stale,
-            BODY_CAMPAIGN => Body::Campaign,
+            BODY_CAMPAIGN => Body::Campaign { heir: MemberId(r.u64()?) },
             BODY_RELAY => {
                 let pool: Vec<Vec<u8>> = (0..r.len(4)?).map(|_| r.bytes()).collect::<Result<_, _>>()?;
                 let n = r.len(16)?;

@@ -63,6 +63,9 @@ pub struct Scenario {
     /// Some runs place members in segments (0-2 each; empty: all in 0), so messages are
     /// relayed.
     pub segments: Vec<u8>,
+    /// Some runs send most writesets from one member, another every 10 s, so the lead
+    /// follows the writes from member to member.
+    pub hot_writer: bool,
 }
 
 impl Scenario {
@@ -98,6 +101,7 @@ impl Scenario {
             } else {
                 Vec::new()
             },
+            hot_writer: rng.chance(400_000),
         }
     }
 }
@@ -134,6 +138,9 @@ pub struct Outcome {
     pub state_gaps: u64,
     /// Unnumbered messages acknowledged to their senders.
     pub messages_acked: u64,
+    /// Times the member leading in the highest term changed (sampled every 100 ms):
+    /// elections and hand-overs of the lead.
+    pub leader_changes: u64,
 }
 
 struct Node {
@@ -190,6 +197,8 @@ pub struct Sim {
     /// Encoded message bodies seen on the wire, when capturing (for codec tests).
     captured: Option<Vec<Vec<u8>>>,
     trace: bool,
+    /// The member leading in the highest term at the last sample (`note_leader`).
+    leader: Option<MemberId>,
     pub stats: Outcome,
 }
 
@@ -292,7 +301,9 @@ impl Sim {
                 messages: 0,
                 state_gaps: 0,
                 messages_acked: 0,
+                leader_changes: 0,
             },
+            leader: None,
         }
     }
 
@@ -614,6 +625,9 @@ impl Sim {
         for i in 0..self.nodes.len() {
             self.drain(i)?;
         }
+        if self.now_ms.is_multiple_of(100) {
+            self.note_leader();
+        }
         self.finish_leaves();
         for i in 0..self.nodes.len() {
             if self.nodes[i].member.is_none() && self.now_ms >= self.nodes[i].restart_at_ms {
@@ -621,6 +635,17 @@ impl Sim {
             }
         }
         Ok(())
+    }
+
+    fn note_leader(&mut self) {
+        let leader = (self.nodes.iter().filter_map(|n| n.member.as_ref()).map(|m| m.status()))
+            .filter(|s| s.leader == Some(s.id))
+            .max_by_key(|s| s.term)
+            .map(|s| s.id);
+        if leader.is_some() && leader != self.leader {
+            self.stats.leader_changes += u64::from(self.leader.is_some());
+            self.leader = leader;
+        }
     }
 
     /// A member that has left is shut down cleanly (nothing lost) and comes back later.
@@ -841,7 +866,7 @@ impl Sim {
             }
         }
         if self.rng.chance(s.submit_per_million) {
-            self.submit_random();
+            self.submit_random(s.hot_writer);
         }
         if self.rng.chance(s.message_per_million) {
             let i = self.rng.range(0, n as u64) as usize;
@@ -851,8 +876,13 @@ impl Sim {
         Ok(())
     }
 
-    fn submit_random(&mut self) {
-        let i = self.rng.range(0, self.nodes.len() as u64) as usize;
+    fn submit_random(&mut self, hot_writer: bool) {
+        let n = self.nodes.len();
+        let i = if hot_writer && self.rng.chance(800_000) {
+            (self.now_ms / 10_000 + self.seed) as usize % n
+        } else {
+            self.rng.range(0, n as u64) as usize
+        };
         let len = self.rng.range(8, 512) as usize;
         let mut data = format!("s{}-t{}-m{}-", self.seed, self.now_ms, i + 1).into_bytes();
         while data.len() < len {

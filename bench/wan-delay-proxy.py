@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""A TCP relay that makes loopback look like a WAN between sites (this kernel has no netem).
+
+    wan-delay-proxy.py BASE_PORT DELAYS CLUSTER_DIR...
+
+Node I of every cluster runs in its own cgroup; an iptables nat rule (see wan-latency.sh)
+sends every TCP connection it opens to 127.0.0.1 to BASE_PORT + I - 1 here instead. The relay
+reads the original destination (SO_ORIGINAL_DST), connects to it and forwards both ways,
+holding every chunk for the one-way delay between node I's site and the destination's:
+the destination is the node whose group port it is (from the "# Ports:" line of the
+`my.cnf` files under CLUSTER_DIR/node*/); other ports (state transfers) pass undelayed.
+
+DELAYS: one-way milliseconds per pair of nodes, e.g. "1-2=5,1-3=15,2-3=25" (node 1 and
+node 2 are one site apart by 5 ms each way, so a round trip between them takes 10 ms).
+"""
+
+import asyncio
+import glob
+import re
+import socket
+import struct
+import sys
+
+SO_ORIGINAL_DST = 80
+CHUNK = 256 << 10
+# Chunks held per direction before the relay stops reading (TCP then slows the sender).
+QUEUE_CHUNKS = 256
+
+
+def group_ports(cluster_dirs):
+    """Group port -> node number, read from the nodes' my.cnf files."""
+    ports = {}
+    for cluster in cluster_dirs:
+        for cnf in glob.glob(f"{cluster}/node*/my.cnf"):
+            node = int(re.search(r"node(\d+)/my\.cnf$", cnf).group(1))
+            with open(cnf) as f:
+                found = re.search(r"^# Ports: .*group (\d+),", f.read(), re.M)
+            if found:
+                ports[int(found.group(1))] = node
+    return ports
+
+
+def original_destination(sock):
+    raw = sock.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+    port, packed = struct.unpack_from("!2xH4s", raw)
+    return socket.inet_ntoa(packed), port
+
+
+async def pump(reader, writer, delay_s):
+    """Copies reader to writer, each chunk `delay_s` after it arrived, in order."""
+    loop = asyncio.get_running_loop()
+    queue = asyncio.Queue(QUEUE_CHUNKS)
+
+    async def send():
+        while True:
+            due, data = await queue.get()
+            if data is None:
+                break
+            wait = due - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            writer.write(data)
+            await writer.drain()
+
+    sender = asyncio.create_task(send())
+    try:
+        while data := await reader.read(CHUNK):
+            await queue.put((loop.time() + delay_s, data))
+    except (ConnectionError, OSError):
+        pass
+    await queue.put((loop.time() + delay_s, None))
+    try:
+        await sender
+        writer.write_eof()
+    except (ConnectionError, OSError):
+        pass
+
+
+async def relay(source_node, delays, cluster_dirs, client_reader, client_writer):
+    host, port = original_destination(client_writer.get_extra_info("socket"))
+    destination = group_ports(cluster_dirs).get(port)
+    pair = tuple(sorted((source_node, destination))) if destination else None
+    delay_s = delays.get(pair, 0) / 1000
+    try:
+        server_reader, server_writer = await asyncio.open_connection(host, port)
+    except OSError:
+        client_writer.close()
+        return
+    for w in (client_writer, server_writer):
+        w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    await asyncio.gather(
+        pump(client_reader, server_writer, delay_s), pump(server_reader, client_writer, delay_s)
+    )
+    for w in (client_writer, server_writer):
+        w.close()
+
+
+async def main():
+    base_port = int(sys.argv[1])
+    delays = {}
+    for item in sys.argv[2].split(","):
+        pair, ms = item.split("=")
+        a, b = sorted(int(n) for n in pair.split("-"))
+        delays[(a, b)] = float(ms)
+    cluster_dirs = sys.argv[3:]
+    nodes = sorted({n for pair in delays for n in pair})
+    servers = []
+    for node in nodes:
+        handler = lambda r, w, node=node: relay(node, delays, cluster_dirs, r, w)
+        servers.append(await asyncio.start_server(handler, "127.0.0.1", base_port + node - 1))
+    print("relaying", flush=True)
+    await asyncio.gather(*(s.serve_forever() for s in servers))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
