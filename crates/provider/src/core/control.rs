@@ -273,7 +273,8 @@ impl<W: Clone + PartialEq> Core<W> {
         let Some(c) = self.connection.as_ref() else { return };
         let (me, members) = (c.me, c.view.members.len());
         let exempt = self.desync_count > 0 || !matches!(self.phase, Phase::Joined | Phase::Synced);
-        if let Some(ask) = self.flow.decide(me, self.events.len(), members, exempt, &self.settings.flow) {
+        let (queue, flow, now) = (self.events.len(), &self.settings.flow, self.clock_ms);
+        if let Some(ask) = self.flow.decide(me, queue, members, exempt, flow, now) {
             self.effects.send.push((Control::Flow { stop: ask == Ask::Stop }, FLOW_TAG));
         }
     }
