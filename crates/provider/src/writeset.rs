@@ -42,8 +42,9 @@ pub enum Control {
     /// How committing `seqno` ended on the sender: 0 committed, else a hash of its error
     /// (core/vote.rs).
     Vote { seqno: Seqno, outcome: u64 },
-    /// Flow control: the sender's apply queue passed its limit (`stop`), or drained (core/flow.rs).
-    Flow { stop: bool },
+    /// Flow control: the sender's apply queue passed its limit and it asks the writers to stop
+    /// or to slow down, or it drained (`ask`: `core::flow::Ask::code`).
+    Flow { ask: u8 },
 }
 
 const WRITESET: u8 = 1;
@@ -159,9 +160,9 @@ impl Control {
                 w.u64(*seqno as u64).u64(*outcome);
                 w.bytes
             }
-            Control::Flow { stop } => {
+            Control::Flow { ask } => {
                 let mut w = header(FLOW);
-                w.bool(*stop);
+                w.u8(*ask);
                 w.bytes
             }
         }
@@ -180,7 +181,7 @@ impl Control {
                 Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id: r.u64()? }
             }
             VOTE => Control::Vote { seqno: r.u64()? as Seqno, outcome: r.u64()? },
-            FLOW => Control::Flow { stop: r.bool()? },
+            FLOW => Control::Flow { ask: r.u8()? },
             _ => Control::Synced,
         };
         r.finish()?;
@@ -216,8 +217,9 @@ mod tests {
             },
             Control::Synced,
             Control::Vote { seqno: 12, outcome: 0x5eed },
-            Control::Flow { stop: true },
-            Control::Flow { stop: false },
+            Control::Flow { ask: u8::MAX },
+            Control::Flow { ask: 1 },
+            Control::Flow { ask: 0 },
         ];
         for c in controls {
             assert_eq!(Control::decode(&c.encode()).unwrap(), c);

@@ -275,14 +275,14 @@ impl<W: Clone + PartialEq> Core<W> {
         let exempt = self.desync_count > 0 || !matches!(self.phase, Phase::Joined | Phase::Synced);
         let (queue, flow, now) = (self.events.len(), &self.settings.flow, self.clock_ms);
         if let Some(ask) = self.flow.decide(me, queue, members, exempt, flow, now) {
-            self.effects.send.push((Control::Flow { stop: ask == Ask::Stop }, FLOW_TAG));
+            self.effects.send.push((Control::Flow { ask: ask.code() }, FLOW_TAG));
         }
     }
 
     /// A member's stop or resume came through the order.
-    pub(super) fn flow_ordered(&mut self, origin: MemberId, stop: bool) {
+    pub(super) fn flow_ordered(&mut self, origin: MemberId, ask: u8) {
         let me = self.me();
-        let ask = if stop { Ask::Stop } else { Ask::Resume };
+        let ask = Ask::from_code(ask);
         let episode = self.flow.ordered(me, origin, ask, self.clock_ms);
         if let Some((held_ms, queue)) = episode.filter(|&(held_ms, _)| held_ms >= LOGGED_PAUSE_MS) {
             // One line per episode an operator would notice: who held the cluster, how long,

@@ -1,25 +1,31 @@
-//! Flow control with Galera's semantics (`gcs.fc_limit`, `gcs.fc_factor`,
-//! `gcs.fc_single_primary`): a member whose apply queue passes its limit asks, through the
-//! order, that the group stop replicating; writers on every member wait while any member's
-//! stop is in force; the member asks to resume once its queue is at or below `factor` times
-//! the limit. Stops and resumes are ordered, so every member holds the same set of stopping
-//! members at the same point of the order. Pure: the core feeds it its queue, the ordered
-//! requests, views and the time (docs/design/flow-control.md).
+//! Flow control with Galera's options (`gcs.fc_limit`, `gcs.fc_factor`,
+//! `gcs.fc_single_primary`): a member whose apply queue stays past its limit asks, through
+//! the order, that the group's writers slow down, then that they stop; writers on every
+//! member pace themselves by the strongest slow-down in force and wait while any member's
+//! stop is; the member asks to resume once its queue is at or below `factor` times the limit.
+//! Requests are ordered, so every member holds the same stops and slow-downs at the same
+//! point of the order. Pure: the core feeds it its queue, the ordered requests, views and the
+//! time (docs/design/flow-control.md).
 
 use lockstep_group::MemberId;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 /// The tag our requests are sent with: a refused one comes back with it.
 pub(super) const FLOW_TAG: u64 = u64::MAX - 1;
 
-/// A member past its limit for less than this does not stop the writers yet: the budget is
-/// time, not events. A burst its appliers drain at once (a Raft batch of a few dozen small
-/// writesets, several appliers) is no backlog, and stopping every writer of the cluster for
-/// it cost more than it saved: with 4 appliers under 16 sysbench clients, 86 stops a second
-/// held the writers 13 % of the time (docs/design/flow-control.md).
-pub const OVER_LIMIT_GRACE_MS: u64 = 20;
-/// Past this many times its limit a member stops the writers at once, grace or not: a bound
-/// on its lag and on what it holds.
+/// A member past its limit slows the writers before it stops them: the budget is time, not
+/// events. A burst its appliers drain at once (a Raft batch of a few dozen small writesets,
+/// several appliers) is no backlog, and stopping every writer of the cluster for it cost
+/// more than it saved: with 4 appliers under 16 sysbench clients, 86 stops a second held the
+/// writers 13 % of the time (docs/design/flow-control.md). Past the limit for this long, it
+/// asks that every writeset wait `SLOW_DELAYS[0]` before it is ordered; for twice as long,
+/// `SLOW_DELAYS[1]`; for four times as long, it stops the writers.
+pub const OVER_LIMIT_GRACE_MS: u64 = 10;
+/// What each writeset waits before it is ordered, per slow level.
+pub const SLOW_DELAYS: [Duration; 2] = [Duration::from_micros(500), Duration::from_millis(2)];
+/// Past this many times its limit a member stops the writers at once: a bound on its lag
+/// and on what it holds.
 const AT_ONCE_FACTOR: f64 = 4.0;
 
 /// Galera's flow-control options, as the core uses them.
@@ -61,13 +67,37 @@ impl FlowSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ask {
     Stop,
+    /// Writesets wait `SLOW_DELAYS[level - 1]` before they are ordered; ends a stop.
+    Slow(u8),
+    /// Neither stop nor slow.
     Resume,
+}
+
+impl Ask {
+    /// On the wire: 0 resume, 255 stop, a slow level otherwise.
+    pub fn code(self) -> u8 {
+        match self {
+            Ask::Resume => 0,
+            Ask::Slow(level) => level,
+            Ask::Stop => u8::MAX,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Self {
+        match code {
+            0 => Ask::Resume,
+            u8::MAX => Ask::Stop,
+            level => Ask::Slow(level),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 pub struct FlowControl {
     /// Members whose stop is in force, as ordered.
     stopping: BTreeSet<MemberId>,
+    /// Members whose slow-down is in force, with its level, as ordered.
+    slowing: BTreeMap<MemberId, u8>,
     /// Our request sent and not yet ordered nor refused: one at a time.
     in_flight: Option<Ask>,
     /// Since when our queue is past the upper limit (without a break).
@@ -106,10 +136,22 @@ impl FlowControl {
         self.stopping.contains(&me)
     }
 
+    /// The members whose slow-down is in force.
+    pub fn slowing(&self) -> impl Iterator<Item = MemberId> + '_ {
+        self.slowing.keys().copied()
+    }
+
+    /// What a writeset waits before it is ordered: the strongest slow-down in force.
+    pub fn writer_delay(&self) -> Duration {
+        let level = self.slowing.values().copied().max().unwrap_or(0);
+        level.checked_sub(1).map_or(Duration::ZERO, |i| SLOW_DELAYS[usize::from(i).min(SLOW_DELAYS.len() - 1)])
+    }
+
     /// What to ask now, given our apply queue, the members of the view, whether this member
-    /// is exempt (desynced, a donor, not synced) and the time: a stop once past the upper
-    /// limit for `OVER_LIMIT_GRACE_MS` (at once past `AT_ONCE_FACTOR` times it), a resume at
-    /// or below the lower one (or once exempt). Nothing while a request is in flight.
+    /// is exempt (desynced, a donor, not synced) and the time: once past the upper limit for
+    /// `OVER_LIMIT_GRACE_MS`, a slow-down, stronger with time, then a stop (at once past
+    /// `AT_ONCE_FACTOR` times the limit); a resume at or below the lower limit (or once
+    /// exempt). Nothing while a request is in flight.
     pub fn decide(
         &mut self,
         me: MemberId,
@@ -130,17 +172,35 @@ impl FlowControl {
         if self.in_flight.is_some() {
             return None;
         }
-        let lasting = self.over_since_ms.is_some_and(|since| now_ms >= since + OVER_LIMIT_GRACE_MS);
-        let behind = lasting || queued > AT_ONCE_FACTOR * upper;
-        let ask = if !self.requested(me) && !exempt && behind {
-            self.stops_sent += 1;
-            self.asked_with = queue;
-            Ask::Stop
-        } else if self.requested(me) && (exempt || queued <= settings.lower(members)) {
+        let over_ms = self.over_since_ms.map_or(0, |since| now_ms.saturating_sub(since));
+        let wanted = if exempt || queued <= settings.lower(members) {
             Ask::Resume
+        } else if queued > AT_ONCE_FACTOR * upper || over_ms >= 4 * OVER_LIMIT_GRACE_MS {
+            Ask::Stop
+        } else if over_ms >= 2 * OVER_LIMIT_GRACE_MS {
+            Ask::Slow(2)
+        } else if over_ms >= OVER_LIMIT_GRACE_MS {
+            Ask::Slow(1)
         } else {
+            // Between the limits, or past the upper one for a moment: as it is.
             return None;
         };
+        let current = if self.requested(me) {
+            Ask::Stop
+        } else {
+            self.slowing.get(&me).map_or(Ask::Resume, |&level| Ask::Slow(level))
+        };
+        // Only ever stronger while past the limit; all clear at the lower one.
+        let ask = match (wanted, current) {
+            (Ask::Resume, Ask::Resume) => return None,
+            (Ask::Resume, _) => Ask::Resume,
+            (wanted, current) if wanted.code() > current.code() => wanted,
+            _ => return None,
+        };
+        if ask == Ask::Stop {
+            self.stops_sent += 1;
+            self.asked_with = queue;
+        }
         self.in_flight = Some(ask);
         Some(ask)
     }
@@ -153,16 +213,24 @@ impl FlowControl {
             self.in_flight = None;
             match ask {
                 Ask::Stop => self.our_stop = Some((now_ms, self.asked_with)),
-                Ask::Resume => ended = self.our_stop.take().map(|(at, q)| (now_ms.saturating_sub(at), q)),
+                Ask::Slow(_) | Ask::Resume => {
+                    ended = self.our_stop.take().map(|(at, q)| (now_ms.saturating_sub(at), q));
+                }
             }
         }
         match ask {
             Ask::Stop => {
                 self.stops_received += 1;
                 self.stopping.insert(origin);
+                self.slowing.remove(&origin);
+            }
+            Ask::Slow(level) => {
+                self.stopping.remove(&origin);
+                self.slowing.insert(origin, level);
             }
             Ask::Resume => {
                 self.stopping.remove(&origin);
+                self.slowing.remove(&origin);
             }
         }
         self.track(now_ms);
@@ -184,6 +252,7 @@ impl FlowControl {
     /// the stop of a member that restarted quickly: its new connection knows nothing of it.)
     pub fn view(&mut self, now_ms: u64) {
         self.stopping.clear();
+        self.slowing.clear();
         self.our_stop = None;
         self.track(now_ms);
     }
@@ -253,39 +322,67 @@ mod tests {
         FlowSettings { limit, factor, single_primary: true }
     }
 
+    const GRACE: u64 = OVER_LIMIT_GRACE_MS;
+
     #[test]
-    fn a_member_past_its_limit_for_a_while_stops_everyone_until_it_drains_below_factor_times_limit() {
+    fn a_member_past_its_limit_slows_then_stops_everyone_until_it_drains_below_factor_times_limit() {
         let s = settings(16, 0.5);
         let mut fc = FlowControl::default();
         assert_eq!(fc.decide(ME, 16, 3, false, &s, 0), None);
         assert_eq!(fc.decide(ME, 17, 3, false, &s, 0), None, "past the limit, not for long yet");
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, OVER_LIMIT_GRACE_MS - 1), None);
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, OVER_LIMIT_GRACE_MS), Some(Ask::Stop));
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, GRACE - 1), None);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, GRACE), Some(Ask::Slow(1)));
         // One request at a time.
-        assert_eq!(fc.decide(ME, 40, 3, false, &s, 30), None);
-        assert!(!fc.paused(), "not before it is ordered");
+        assert_eq!(fc.decide(ME, 40, 3, false, &s, 2 * GRACE), None);
+        fc.ordered(ME, ME, Ask::Slow(1), 2 * GRACE);
+        assert!(!fc.paused());
+        assert_eq!(fc.writer_delay(), SLOW_DELAYS[0]);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 2 * GRACE), Some(Ask::Slow(2)));
+        fc.ordered(ME, ME, Ask::Slow(2), 2 * GRACE);
+        assert_eq!(fc.writer_delay(), SLOW_DELAYS[1]);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 4 * GRACE - 1), None);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 4 * GRACE), Some(Ask::Stop));
         fc.ordered(ME, ME, Ask::Stop, 1_000);
         assert!(fc.paused() && fc.requested(ME));
+        assert_eq!(fc.writer_delay(), Duration::ZERO, "a stop replaces the slow-down");
+        assert_eq!(fc.decide(ME, 12, 3, false, &s, 1_050), None, "past the limit again: nothing weaker");
         assert_eq!(fc.decide(ME, 9, 3, false, &s, 1_100), None, "above factor × limit");
         assert_eq!(fc.decide(ME, 8, 3, false, &s, 1_200), Some(Ask::Resume));
         assert_eq!(fc.ordered(ME, ME, Ask::Resume, 1_250), Some((250, 17)));
         assert!(!fc.paused());
+        assert_eq!(fc.writer_delay(), Duration::ZERO);
         assert_eq!(fc.paused_ms(5_000), 250);
         assert_eq!(fc.stops_sent(), 1);
         assert_eq!(fc.stops_received(), 1);
     }
 
     #[test]
-    fn a_burst_drained_within_the_grace_stops_nobody_and_a_flood_stops_at_once() {
+    fn a_burst_drained_within_the_grace_slows_nobody_and_a_flood_stops_at_once() {
         let s = settings(16, 1.0);
         let mut fc = FlowControl::default();
         assert_eq!(fc.decide(ME, 30, 3, false, &s, 0), None);
         // Drained below the limit in time: the next burst starts a new count.
-        assert_eq!(fc.decide(ME, 10, 3, false, &s, 15), None);
-        assert_eq!(fc.decide(ME, 30, 3, false, &s, 30), None);
-        assert_eq!(fc.decide(ME, 30, 3, false, &s, 30 + OVER_LIMIT_GRACE_MS - 1), None);
+        assert_eq!(fc.decide(ME, 10, 3, false, &s, 5), None);
+        assert_eq!(fc.decide(ME, 30, 3, false, &s, 6), None);
+        assert_eq!(fc.decide(ME, 30, 3, false, &s, 6 + GRACE - 1), None);
         // Four times the limit: at once.
-        assert_eq!(fc.decide(ME, 65, 3, false, &s, 30 + OVER_LIMIT_GRACE_MS - 1), Some(Ask::Stop));
+        assert_eq!(fc.decide(ME, 65, 3, false, &s, 6 + GRACE - 1), Some(Ask::Stop));
+    }
+
+    #[test]
+    fn the_strongest_slow_down_in_force_sets_the_writers_pace_and_a_view_ends_them_all() {
+        let mut fc = FlowControl::default();
+        fc.ordered(ME, OTHER, Ask::Slow(1), 0);
+        fc.ordered(ME, MemberId(3), Ask::Slow(2), 0);
+        assert_eq!(fc.writer_delay(), SLOW_DELAYS[1]);
+        assert_eq!(fc.slowing().collect::<Vec<_>>(), [OTHER, MemberId(3)]);
+        fc.ordered(ME, MemberId(3), Ask::Resume, 10);
+        assert_eq!(fc.writer_delay(), SLOW_DELAYS[0]);
+        fc.view(20);
+        assert_eq!(fc.writer_delay(), Duration::ZERO);
+        for ask in [Ask::Stop, Ask::Slow(2), Ask::Resume] {
+            assert_eq!(Ask::from_code(ask.code()), ask);
+        }
     }
 
     #[test]
@@ -320,11 +417,11 @@ mod tests {
         let mut fc = FlowControl::default();
         fc.joined(700);
         assert_eq!(fc.decide(ME, 710, 2, false, &s, 0), None);
-        assert_eq!(fc.decide(ME, 710, 2, false, &s, OVER_LIMIT_GRACE_MS), None);
+        assert_eq!(fc.decide(ME, 710, 2, false, &s, 4 * GRACE), None);
         // It drained to 100: the offset follows, and 100 + 17 is past the limit again.
         assert_eq!(fc.decide(ME, 100, 2, false, &s, 100), None);
         assert_eq!(fc.decide(ME, 117, 2, false, &s, 100), None);
-        assert_eq!(fc.decide(ME, 117, 2, false, &s, 100 + OVER_LIMIT_GRACE_MS), Some(Ask::Stop));
+        assert_eq!(fc.decide(ME, 117, 2, false, &s, 100 + GRACE), Some(Ask::Slow(1)));
     }
 
     #[test]
@@ -334,8 +431,8 @@ mod tests {
         // 16 × √4 = 32.
         assert_eq!(fc.decide(ME, 32, 4, false, &s, 0), None);
         assert_eq!(fc.decide(ME, 33, 4, false, &s, 0), None);
-        assert_eq!(fc.decide(ME, 33, 4, false, &s, OVER_LIMIT_GRACE_MS), Some(Ask::Stop));
+        assert_eq!(fc.decide(ME, 33, 4, false, &s, GRACE), Some(Ask::Slow(1)));
         fc.refused();
-        assert_eq!(fc.decide(ME, 33, 4, false, &s, OVER_LIMIT_GRACE_MS + 1), Some(Ask::Stop));
+        assert_eq!(fc.decide(ME, 33, 4, false, &s, GRACE + 1), Some(Ask::Slow(1)));
     }
 }

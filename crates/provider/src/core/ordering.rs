@@ -631,10 +631,10 @@ impl<W: Clone + PartialEq> Core<W> {
                 self.ordering.verdicts.forget_before(self.ordering.delivered);
             }
             Control::Vote { seqno, outcome } => self.on_vote(origin, seqno, outcome, live),
-            Control::Flow { stop } => {
+            Control::Flow { ask } => {
                 // Replayed ones (from before a restart) are of a past connection.
                 if live {
-                    self.flow_ordered(origin, stop);
+                    self.flow_ordered(origin, ask);
                 }
             }
             Control::Synced => {

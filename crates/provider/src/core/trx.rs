@@ -17,8 +17,9 @@ pub const REMOTE_HANDLE: u64 = 1 << 63;
 pub enum CertifyStart {
     /// Nothing to order: the call's result.
     Done(Status, TrxMeta),
-    /// Encode and submit this writeset (outside the lock), then wait for its outcome.
-    Submit { writeset: Writeset, local_id: u64 },
+    /// Wait `pace` (a flow-control slow-down), encode and submit this writeset (outside the
+    /// lock), then wait for its outcome.
+    Submit { writeset: Writeset, local_id: u64, pace: std::time::Duration },
 }
 
 /// What a replay applies, on the transaction's own client thread.
@@ -151,7 +152,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let source = SourceTrx { node: self.member(), trx_id, conn_id };
         let (writeset, local_id) = self.prepare_writeset(source, ws_flags, keys, data, Some(id));
         self.trxs.get_mut(&id).expect("looked up above").local_id = local_id;
-        Some(CertifyStart::Submit { writeset, local_id })
+        Some(CertifyStart::Submit { writeset, local_id, pace: self.flow.writer_delay() })
     }
 
     /// The second half of `certify`: the outcome once the writeset is ordered and

@@ -24,10 +24,14 @@ impl Provider {
     /// Orders and certifies the transaction's writeset.
     pub fn certify(&self, conn_id: u64, handle: WsHandle, ws_flags: u32) -> (Status, TrxMeta) {
         let start = self.wait_for(None, |core, me| core.certify_start(conn_id, handle, ws_flags, me));
-        let (writeset, local_id) = match start.expect("no deadline") {
+        let (writeset, local_id, pace) = match start.expect("no deadline") {
             CertifyStart::Done(status, meta) => return (status, meta),
-            CertifyStart::Submit { writeset, local_id } => (writeset, local_id),
+            CertifyStart::Submit { writeset, local_id, pace } => (writeset, local_id, pace),
         };
+        if !pace.is_zero() {
+            // A slow-down of flow control: a few milliseconds at most (flow::SLOW_DELAYS).
+            std::thread::sleep(pace);
+        }
         let submitted = Instant::now();
         self.submit(writeset, local_id);
         self.wait_for(None, |core, me| {

@@ -387,7 +387,7 @@ impl Node {
                         self.end_trx(c, &trx);
                         Step::Continue(Client::Idle)
                     }
-                    Some(CertifyStart::Submit { writeset, local_id }) => {
+                    Some(CertifyStart::Submit { writeset, local_id, .. }) => {
                         if !env.group.submit_tagged(self.id, writeset.encode(), local_id, false) {
                             self.core().submit_impossible(local_id);
                         }
