@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Bytes a writeset costs to cross into another site (`gmcast.segment`), both providers:
 #
-#     bench/segment-bytes.sh [WRITES (200)] [ROW_BYTES (20000)]
+#     bench/segment-bytes.sh [WRITES (200)] [ROW_BYTES (20000)] [DATA (repeat)]
 #
 # For each provider (Lockstep, then Galera 4) and each layout (every node in segment 0; node 1
-# in segment 0, nodes 2 and 3 in segment 1): a 3-node cluster (`lockstep cluster up`, TLS
-# on); for the second layout nodes 2 and 3 are restarted one at a time with
-# `gmcast.segment=1` (as an operator would; node 1 stays up); then WRITES autocommit UPDATEs
-# on node 1, each replacing a row's ROW_BYTES-byte value. Byte counters are the kernel's:
+# in segment 0, nodes 2 and 3 in segment 1; the same with `socket.compression=yes` on every
+# node, Lockstep only: Galera has no such option): a 3-node cluster (`lockstep cluster up`,
+# TLS on); for the segment layouts nodes 2 and 3 are restarted one at a time with
+# `gmcast.segment=1` (as an operator would; node 1 stays up; with compression, node 1 is
+# restarted first with it); then WRITES autocommit UPDATEs on node 1, each replacing a row's
+# ROW_BYTES-byte value: one letter repeated (DATA=repeat, which deflate shrinks to almost
+# nothing) or random hexadecimal digits (DATA=random, about half of which deflate can save:
+# the hard case). Byte counters are the kernel's:
 # one iptables OUTPUT rule per TCP connection between node 1 and node 2 or 3 (every
 # established socket of node 1's mariadbd whose peer socket belongs to node 2's or 3's),
 # counting what node 1 sends on it (IP packets, headers and TLS included). Reported: those
@@ -20,6 +24,8 @@ source "$(dirname "$0")/lib.sh"
 bench_setup || exit 1
 writes=${1:-200}
 row_bytes=${2:-20000}
+data=${3:-repeat}
+[[ $data == repeat || $data == random ]] || { echo "DATA is repeat or random, not $data" >&2; exit 2; }
 command -v iptables >/dev/null || { echo "iptables missing: run scripts/setup.sh" >&2; exit 1; }
 bench_build || exit 1
 [[ -z $lockstep_unusable ]] || { echo "$lockstep_unusable" >&2; exit 1; }
@@ -60,17 +66,42 @@ count_connections() {
 
 counted_bytes() { iptables -L "$chain" -n -v -x | awk 'NR > 2 { sum += $2 } END { print sum + 0 }'; }
 
-# run PROVIDER_NAME LIBRARY LAYOUT ("flat" or "segments")
+# restart_with DIR LIBRARY NODE OPTIONS: stops the node, adds OPTIONS to its provider options
+# and brings it back (`lockstep cluster up --dir`).
+restart_with() {
+    local dir=$1 library=$2 n=$3 options=$4 pid
+    pid=$(pid_of "$dir/node$n")
+    mariadb-admin --no-defaults -S "$dir/node$n/mariadbd.sock" -uroot shutdown || return 1
+    timeout 60 tail --pid="$pid" -f /dev/null
+    sed -i "s/^\(wsrep_provider_options = \".*\)\"\$/\1;$options\"/" "$dir/node$n/my.cnf"
+    bench_cluster_up "$dir" "$library" 3 "$dir-up$n.log"
+}
+
+# new_values: WRITES UPDATE statements of row 1, each with a new ROW_BYTES-byte value.
+new_values() {
+    if [[ $data == repeat ]]; then
+        for ((i = 1; i <= writes; i++)); do
+            echo "UPDATE s.t SET v = REPEAT(CHAR(65 + $i % 26), $row_bytes) WHERE id = 1;"
+        done
+    else
+        /usr/bin/python3 -c 'import os, sys
+for _ in range(int(sys.argv[1])):
+    print("UPDATE s.t SET v = \x27%s\x27 WHERE id = 1;" % os.urandom(int(sys.argv[2]) // 2).hex())' "$writes" "$row_bytes"
+    fi
+}
+
+# run PROVIDER_NAME LIBRARY LAYOUT ("flat", "segments" or "compressed")
 run() {
-    local name=$1 library=$2 layout=$3 dir=$work/$1-$3 socket rules before after replicated0 replicated1 pid
+    local name=$1 library=$2 layout=$3 dir=$work/$1-$3 socket rules before after replicated0 replicated1 n
     bench_cluster_up "$dir" "$library" 3 "$dir-up.log" || { echo "$name $layout: FAILED (cluster up)"; return 1; }
-    if [[ $layout == segments ]]; then
+    if [[ $layout == compressed ]]; then
+        restart_with "$dir" "$library" 1 "socket.compression=yes" || { echo "$name $layout: FAILED (restart of node 1)"; return 1; }
+    fi
+    if [[ $layout != flat ]]; then
+        local options="gmcast.segment=1"
+        [[ $layout == compressed ]] && options+=";socket.compression=yes"
         for n in 2 3; do
-            pid=$(pid_of "$dir/node$n")
-            mariadb-admin --no-defaults -S "$dir/node$n/mariadbd.sock" -uroot shutdown || return 1
-            timeout 60 tail --pid="$pid" -f /dev/null
-            sed -i 's/^\(wsrep_provider_options = ".*\)"$/\1;gmcast.segment=1"/' "$dir/node$n/my.cnf"
-            bench_cluster_up "$dir" "$library" 3 "$dir-up$n.log" || { echo "$name $layout: FAILED (restart of node $n)"; return 1; }
+            restart_with "$dir" "$library" "$n" "$options" || { echo "$name $layout: FAILED (restart of node $n)"; return 1; }
         done
     fi
     bench_cluster_check "$dir" || { echo "$name $layout: FAILED (not synced)"; return 1; }
@@ -81,9 +112,7 @@ run() {
     rules=$(count_connections "$dir")
     replicated0=$(bench_wsrep_var "$socket" wsrep_replicated_bytes)
     before=$(counted_bytes)
-    for ((i = 1; i <= writes; i++)); do
-        echo "UPDATE s.t SET v = REPEAT(CHAR(65 + $i % 26), $row_bytes) WHERE id = 1;"
-    done | mariadb --no-defaults -S "$socket" -uroot
+    new_values | mariadb --no-defaults -S "$socket" -uroot
     bench_converged "$dir" >/dev/null 2>&1
     sleep 1
     after=$(counted_bytes)
@@ -98,3 +127,4 @@ for layout in flat segments; do
     run lockstep "$LOCKSTEP_PROVIDER" "$layout"
     run galera "$GALERA_PROVIDER" "$layout"
 done
+run lockstep "$LOCKSTEP_PROVIDER" compressed

@@ -58,6 +58,10 @@ pub struct GroupConfig {
     /// makes the members it still hears from the whole group, without a quorum of the old
     /// one (docs/design/group-forced-primary.md). Split brain is then possible by design.
     pub ignore_split_brain: bool,
+    /// `socket.compression` (ours): what this member sends with writesets in it goes
+    /// deflated, so a link between sites carries fewer bytes, for some CPU at both ends.
+    /// Peers read compressed messages whatever their own setting.
+    pub compress: bool,
 }
 
 impl GroupConfig {
@@ -77,6 +81,7 @@ impl GroupConfig {
             max_pending_submits: 8192,
             gcache_bytes: 128 << 20,
             ignore_split_brain: false,
+            compress: false,
         }
     }
 

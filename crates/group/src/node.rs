@@ -374,6 +374,7 @@ impl GroupNode {
             &config.listen,
             crate::config::RECORD_LIMIT_BYTES,
             tls.clone(),
+            config.group.compress,
             move |m| {
                 // Idle, the reader processes it (no hand-off); busy, the ticker takes it and
                 // the reader goes back to its socket at once.

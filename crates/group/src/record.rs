@@ -38,6 +38,8 @@ pub enum RecordKind {
     Snapshot = 5,
     /// One frame of an incremental state transfer between provider nodes (wire).
     StateTransfer = 6,
+    /// A group protocol message, deflated (wire, `GroupConfig::compress`).
+    CompressedMessage = 7,
 }
 
 impl RecordKind {
@@ -49,6 +51,7 @@ impl RecordKind {
             4 => Self::HardState,
             5 => Self::Snapshot,
             6 => Self::StateTransfer,
+            7 => Self::CompressedMessage,
             _ => return None,
         })
     }

@@ -120,6 +120,9 @@ const SPECS: &[Spec] = &[
     opt("repl.max_ws_size", Kind::Size, "2147483647"),
     opt("repl.proto_max", Kind::Integer, "11"),
     opt("socket.checksum", Kind::Integer, "2"),
+    // Ours, not Galera's: deflate what this node sends with writesets in it (the group's
+    // messages; state transfers are not). See docs/design/group-segments.md.
+    opt("socket.compression", Kind::Bool, "no"),
     opt("socket.recv_buf_size", Kind::Text, "auto"),
     opt("socket.send_buf_size", Kind::Text, "auto"),
     hidden("gcache.freeze_purge_at_seqno", Kind::Text, "-1"),

@@ -304,6 +304,7 @@ pub(crate) fn group_config(cluster_name: &str, options: &Options) -> GroupConfig
     config.gcache_bytes = options.size("gcache.size").max(1 << 20);
     config.max_writeset_bytes = max_writeset_bytes(options) as u32;
     config.ignore_split_brain = ignores_split_brain(options);
+    config.compress = options.flag("socket.compression");
     config
 }
 

@@ -17,7 +17,7 @@ fn message(from: u64) -> Message {
 }
 
 fn listening(id: u64, cluster: &str) -> (Transport, mpsc::Receiver<Message>) {
-    listening_with(id, cluster, None)
+    listening_with(id, cluster, None, false)
 }
 
 /// With the test certificates of `crate::transport::tls` (`a-node1` of CA `a`, ...).
@@ -29,13 +29,18 @@ fn listening_tls(id: u64, node: &str, ca: &str) -> (Transport, mpsc::Receiver<Me
         ca: testdata.join(format!("{ca}-ca.pem")),
         ciphers: String::new(),
     };
-    listening_with(id, "c", Some(Arc::new(Tls::load(config).unwrap())))
+    listening_with(id, "c", Some(Arc::new(Tls::load(config).unwrap())), false)
 }
 
-fn listening_with(id: u64, cluster: &str, tls: Option<Arc<Tls>>) -> (Transport, mpsc::Receiver<Message>) {
+fn listening_with(
+    id: u64,
+    cluster: &str,
+    tls: Option<Arc<Tls>>,
+    compress: bool,
+) -> (Transport, mpsc::Receiver<Message>) {
     let (tx, rx) = channel();
     let tx = Mutex::new(tx);
-    let t = Transport::start(MemberId(id), cluster, "127.0.0.1:0", 1 << 20, tls, move |m| {
+    let t = Transport::start(MemberId(id), cluster, "127.0.0.1:0", 1 << 20, tls, compress, move |m| {
         let _ = tx.lock().unwrap().send(m);
     })
     .unwrap();
@@ -126,6 +131,47 @@ fn a_peer_of_another_cluster_is_refused() {
 }
 
 #[test]
+fn a_compressing_member_sends_writesets_deflated_and_a_deflate_bomb_is_refused() {
+    let (a, _) = listening_with(1, "c", None, true);
+    let mut big = message(1);
+    big.body = Body::Forward { request: 9, data: b"a row image ".repeat(1000) };
+    // Seen from a raw peer: the record is deflated, and inflates to the message.
+    let peer = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    a.set_address(MemberId(2), &peer.local_addr().unwrap().to_string());
+    a.send(MemberId(2), big.clone());
+    let (mut raw, _) = peer.accept().unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(read_record(&mut raw, 1 << 20).unwrap().0, RecordKind::Hello);
+    let hello = Hello { protocol: PROTOCOL_VERSION, cluster_name: "c".into(), member: MemberId(2) };
+    raw.write_all(&hello.encode()).unwrap();
+    let (kind, body) = read_record(&mut raw, 1 << 20).unwrap();
+    assert_eq!(kind, RecordKind::CompressedMessage);
+    assert!(body.len() < 1_000, "{} bytes for 12 000", body.len());
+    assert_eq!(Message::decode(&miniz_oxide::inflate::decompress_to_vec(&body).unwrap()).unwrap(), big);
+    // A member that does not compress reads it all the same.
+    let (b, b_rx) = listening(2, "c");
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    drop(raw);
+    while b_rx.try_recv().is_err() {
+        a.send(MemberId(2), big.clone());
+        if let Ok(received) = b_rx.recv_timeout(Duration::from_millis(500)) {
+            assert_eq!(received, big);
+            break;
+        }
+    }
+    // A small record that would inflate past the limit (1 MiB here) drops the connection.
+    let mut raw = TcpStream::connect(b.local_addr()).unwrap();
+    let hello = Hello { protocol: PROTOCOL_VERSION, cluster_name: "c".into(), member: MemberId(3) };
+    raw.write_all(&hello.encode()).unwrap();
+    let mut reply = [0u8; 64];
+    assert!(raw.read(&mut reply).unwrap() > 0);
+    let bomb = miniz_oxide::deflate::compress_to_vec(&vec![0u8; 4 << 20], 6);
+    assert!(bomb.len() < 64 << 10);
+    raw.write_all(&record::encode(RecordKind::CompressedMessage, &bomb)).unwrap();
+    assert_eq!(raw.read(&mut reply).unwrap_or(0), 0, "connection closed");
+}
+
+#[test]
 fn a_malformed_record_drops_the_connection_and_nothing_else() {
     let (b, b_rx) = listening(2, "c");
     let mut raw = TcpStream::connect(b.local_addr()).unwrap();
@@ -175,7 +221,7 @@ fn a_seed_address_is_resolved_to_its_member_and_our_own_is_ignored() {
     thread::sleep(Duration::from_millis(700));
     let (tx, _) = channel();
     let tx = Mutex::new(tx);
-    let _c = Transport::start(MemberId(3), "c", &format!("127.0.0.1:{port}"), 1 << 20, None, move |m| {
+    let _c = Transport::start(MemberId(3), "c", &format!("127.0.0.1:{port}"), 1 << 20, None, false, move |m| {
         let _ = tx.lock().unwrap().send(m);
     })
     .unwrap();
