@@ -37,11 +37,7 @@ trap 'exit 130' INT TERM
 
 echo "== two 3-node clusters in $work, $BENCH_TABLES tables of $BENCH_TABLE_SIZE rows on each"
 bench_clusters_side_by_side "$work" lockstep "$LOCKSTEP_PROVIDER" galera "$GALERA_PROVIDER" || exit 1
-for name in lockstep galera; do
-    bench_timeout=1800 bench_prepare "$work/$name/node1/mariadbd.sock" >"$work/$name-prepare.log" 2>&1 ||
-        { tail -n 5 "$work/$name-prepare.log"; echo "bench: $name: sysbench prepare failed"; exit 1; }
-    values=$(bench_converged "$work/$name" 120) || { echo "bench: $name: no convergence after prepare: $values"; exit 1; }
-done
+bench_prepare_side_by_side "$work" lockstep galera || exit 1
 
 # sample_queues DIR FILE: every second, the apply queue of nodes 2 and 3, one line each.
 sample_queues() {

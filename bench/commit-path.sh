@@ -93,22 +93,8 @@ for case in $cases; do
 done
 
 echo "== preparing $BENCH_TABLES tables of $BENCH_TABLE_SIZE rows on both"
-declare -A prepare_pid
-for case in $cases; do
-    bench_timeout=1800 bench_prepare "$work/$case/node1/mariadbd.sock" >"$work/$case-prepare.log" 2>&1 &
-    prepare_pid[$case]=$!
-done
-for case in $cases; do
-    if ! wait "${prepare_pid[$case]}"; then
-        tail -n 5 "$work/$case-prepare.log" >&2
-        echo "bench: $case: sysbench prepare failed" >&2
-        exit 1
-    fi
-    if ! values=$(bench_converged "$work/$case" 120); then
-        echo "bench: $case: nodes did not converge after prepare: wsrep_last_committed $values" >&2
-        exit 1
-    fi
-done
+# shellcheck disable=SC2086 # $cases is a list of names
+bench_prepare_side_by_side "$work" $cases || exit 1
 
 # ---- sysbench runs, alternating
 # Sums over the rounds, per CASE/WORKLOAD/CLIENTS.

@@ -184,6 +184,30 @@ bench_clusters_side_by_side() {
     done
 }
 
+# bench_prepare_side_by_side WORK NAME...: the sysbench data on node 1 of each cluster
+# WORK/NAME, all at the same time (logs in WORK/NAME-prepare.log), then every node of each
+# at the same wsrep_last_committed. On failure, says why and fails.
+bench_prepare_side_by_side() {
+    local work=$1 name values
+    local -A pid
+    shift
+    for name in "$@"; do
+        bench_timeout=1800 bench_prepare "$work/$name/node1/mariadbd.sock" >"$work/$name-prepare.log" 2>&1 &
+        pid[$name]=$!
+    done
+    for name in "$@"; do
+        if ! wait "${pid[$name]}"; then
+            tail -n 5 "$work/$name-prepare.log" >&2
+            echo "bench: $name: sysbench prepare failed" >&2
+            return 1
+        fi
+        if ! values=$(bench_converged "$work/$name" 120); then
+            echo "bench: $name: nodes did not converge after prepare: wsrep_last_committed $values" >&2
+            return 1
+        fi
+    done
+}
+
 # bench_slave_threads N SOCKET...: wsrep_slave_threads=N on every server, waiting (30 s at
 # most) until each runs N appliers (the server starts them in the background).
 bench_slave_threads() {
