@@ -92,8 +92,22 @@ for threads in 1 4; do
                 -v e="$elapsed_ns" -v s=$((sent1 - sent0)) -v d="$deps" -v w="$window" '
                 { sum += $2; if ($2 > max) max = $2; count++ }
                 END { printf "%-8s %8d %6d %9.0f %9.2f %8d %11.1f %11d %14.1f %12.2f\n",
-                      n, t, r, tps, 100 * p / e, s, count ? sum / count : 0, max, d, w }' "$file.queues"
+                      n, t, r, tps, 100 * p / e, s, count ? sum / count : 0, max, d, w }' "$file.queues" |
+                tee -a "$work/rows"
         done
     done
 done
+# The same as one table per applier count, means over the rounds (what bench/table-chart.py draws).
+echo
+echo "| appliers | Lockstep TPS | Galera TPS | TPS L/G | Lockstep paused % | Galera paused % | Lockstep queue avg | Galera queue avg |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+awk '{ k = $1 " " $2; n[k]++; tps[k] += $4; paused[k] += $5; queue[k] += $7; appliers[$2] = 1 }
+    END {
+        for (a in appliers) {
+            l = "lockstep " a; g = "galera " a
+            if (!n[l] || !n[g]) continue
+            printf "| %d | %.0f | %.0f | %.2f× | %.2f | %.2f | %.1f | %.1f |\n", a, tps[l] / n[l], tps[g] / n[g],
+                (tps[l] / n[l]) / (tps[g] / n[g]), paused[l] / n[l], paused[g] / n[g], queue[l] / n[l], queue[g] / n[g]
+        }
+    }' "$work/rows" 2>/dev/null | sort -n -t'|' -k2
 exit "$status"

@@ -15,6 +15,8 @@
 #   BENCH_TABLES, BENCH_TABLE_SIZE  sysbench data [default: 4 tables of 10000 rows]
 #   BENCH_SLAVE_THREADS wsrep_slave_threads on every node [default: 4]
 #   BENCH_RAW_COUNT     writes per read-after-write run and mode [default: 1000]
+#   BENCH_RAW_LOADS     read-after-write conditions [default: "idle loaded"]; loaded: sysbench
+#                       oltp_write_only with BENCH_RAW_LOAD_CLIENTS (4) threads on node 2 meanwhile
 #   BENCH_KEEP=1        keep the work directory (data, error logs, sysbench reports, samples)
 #
 # Context switches per transaction: voluntary + involuntary switches of every thread of the
@@ -36,6 +38,8 @@ workloads=${BENCH_WORKLOADS:-oltp_update_non_index oltp_write_only}
 clients_list=${BENCH_CLIENTS:-1 8 32}
 slave_threads=${BENCH_SLAVE_THREADS:-4}
 raw_count=${BENCH_RAW_COUNT:-1000}
+raw_loads=${BENCH_RAW_LOADS:-idle loaded}
+raw_load_clients=${BENCH_RAW_LOAD_CLIENTS:-4}
 cases="lockstep galera"
 for number in "$seconds" "$rounds" "$slave_threads" "$raw_count" $clients_list; do
     [[ $number =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [SECONDS_PER_RUN] [ROUNDS] (bad number: $number)" >&2; exit 2; }
@@ -189,30 +193,53 @@ for workload in $workloads; do
 done
 
 # ---- read-after-write
-echo "== read-after-write: write on node 1, read on node 2, $raw_count writes per mode, $rounds round(s)"
+# raw_run CASE LOAD ROUND: one read-after-write run; with LOAD=loaded, sysbench writes on node 2
+# (the reading node) meanwhile.
+raw_run() {
+    local case=$1 load=$2 round=$3 dir=$work/$1 load_pid= status=0
+    if [[ $load == loaded ]]; then
+        bench_timeout=900 bench_sysbench oltp_write_only "$dir/node2/mariadbd.sock" "--threads=$raw_load_clients" \
+            --time=0 run >"$work/$case-raw-load-$round.txt" 2>&1 &
+        load_pid=$!
+        sleep 3
+    fi
+    timeout --kill-after=10 600 "$python" -B bench/read-after-write.py run "$dir/node1/mariadbd.sock" \
+        "$dir/node2/mariadbd.sock" "$raw_count" "$work/$case-raw-$load.samples" >"$work/$case-raw-$load-$round.log" 2>&1 ||
+        status=1
+    if [[ -n $load_pid ]]; then
+        pkill -TERM -P "$load_pid" 2>/dev/null
+        kill "$load_pid" 2>/dev/null
+        wait "$load_pid" 2>/dev/null
+        bench_converged "$dir" 60 >/dev/null
+    fi
+    return $status
+}
+echo "== read-after-write: write on node 1, read on node 2 ($raw_loads), $raw_count writes per mode, $rounds round(s)"
 declare -A raw_failed
-for ((round = 1; round <= rounds; round++)); do
-    for case in $cases; do
-        if ! timeout --kill-after=10 600 "$python" -B bench/read-after-write.py run "$work/$case/node1/mariadbd.sock" \
-            "$work/$case/node2/mariadbd.sock" "$raw_count" "$work/$case-raw.samples" >"$work/$case-raw-$round.log" 2>&1
-        then
-            raw_failed[$case]="round $round: $(tail -n 1 "$work/$case-raw-$round.log" | cut -c1-200)"
-            echo "$case read-after-write FAILED, ${raw_failed[$case]}"
-            any_failed=1
-        else
-            echo "$case read-after-write round $round done"
-        fi
+for load in $raw_loads; do
+    for ((round = 1; round <= rounds; round++)); do
+        for case in $cases; do
+            if ! raw_run "$case" "$load" "$round"; then
+                raw_failed[$case/$load]="round $round: $(tail -n 1 "$work/$case-raw-$load-$round.log" | cut -c1-200)"
+                echo "$case read-after-write ($load) FAILED, ${raw_failed[$case/$load]}"
+                any_failed=1
+            else
+                echo "$case read-after-write ($load) round $round done"
+            fi
+        done
     done
 done
 declare -A raw
-for case in $cases; do
-    [[ -s $work/$case-raw.samples ]] || continue
-    while read -r kind count avg p95 max; do
-        raw[$case/$kind/count]=$count
-        raw[$case/$kind/avg]=$avg
-        raw[$case/$kind/p95]=$p95
-        raw[$case/$kind/max]=$max
-    done < <("$python" -B bench/read-after-write.py summary "$work/$case-raw.samples")
+for load in $raw_loads; do
+    for case in $cases; do
+        [[ -s $work/$case-raw-$load.samples ]] || continue
+        while read -r kind count avg p95 max; do
+            raw[$case/$load/$kind/count]=$count
+            raw[$case/$load/$kind/avg]=$avg
+            raw[$case/$load/$kind/p95]=$p95
+            raw[$case/$load/$kind/max]=$max
+        done < <("$python" -B bench/read-after-write.py summary "$work/$case-raw-$load.samples")
+    done
 done
 
 # ---- report
@@ -253,34 +280,42 @@ for key in "${!lost_sum[@]}"; do
 done
 [[ -n $notes ]] && printf '\n%s' "$notes"
 
-echo
-echo "Read-after-write, idle clusters: autocommit UPDATE of one row on node 1, then at once SELECT of it on" \
-    "node 2; $raw_count writes per mode and round, $rounds round(s), times in ms as seen by the client (PyMySQL)"
-echo
-echo "| | Lockstep | Galera | L/G |"
-echo "|---|---:|---:|---:|"
-raw_row() { # LABEL KIND STAT FORMAT
-    local l=${raw[lockstep/$2/$3]:-} g=${raw[galera/$2/$3]:-}
-    echo "| $1 | $(fmt "$4" "$l") | $(fmt "$4" "$g") | $(ratio "$l" "$g") |"
+raw_row() { # LOAD LABEL KIND STAT FORMAT
+    local l=${raw[lockstep/$1/$3/$4]:-} g=${raw[galera/$1/$3/$4]:-}
+    echo "| $2 | $(fmt "$5" "$l") | $(fmt "$5" "$g") | $(ratio "$l" "$g") |"
 }
-raw_row "read with wsrep_sync_wait=1, avg ms" causal_read_ms avg %.3f
-raw_row "read with wsrep_sync_wait=1, p95 ms" causal_read_ms p95 %.3f
-raw_row "read with wsrep_sync_wait=1, max ms" causal_read_ms max %.3f
-echo "| read with wsrep_sync_wait=1 saw the new value | $(fmt '%.1f %%' "${raw[lockstep/causal_fresh_pct/count]:-}") |" \
-    "$(fmt '%.1f %%' "${raw[galera/causal_fresh_pct/count]:-}") | |"
-raw_row "read with wsrep_sync_wait=0, avg ms" plain_read_ms avg %.3f
-raw_row "read with wsrep_sync_wait=0, p95 ms" plain_read_ms p95 %.3f
-echo "| read with wsrep_sync_wait=0 was stale | $(fmt '%.1f %%' "${raw[lockstep/plain_stale_pct/count]:-}") |" \
-    "$(fmt '%.1f %%' "${raw[galera/plain_stale_pct/count]:-}") | |"
-raw_row "stale reads: write to first fresh read, avg ms" stale_until_fresh_ms avg %.3f
-raw_row "stale reads: write to first fresh read, p95 ms" stale_until_fresh_ms p95 %.3f
-raw_row "stale reads: write to first fresh read, max ms" stale_until_fresh_ms max %.3f
-raw_row "the write (autocommit UPDATE on node 1), avg ms" write_ms avg %.3f
-raw_row "the write (autocommit UPDATE on node 1), p95 ms" write_ms p95 %.3f
-for case in $cases; do
-    [[ ${raw[$case/never_fresh/count]:-0} == 0 ]] ||
-        echo "  $case: ${raw[$case/never_fresh/count]} writes never became visible on node 2 within 10 s"
-    [[ -z ${raw_failed[$case]:-} ]] || echo "  $case: read-after-write FAILED, ${raw_failed[$case]}"
+for load in $raw_loads; do
+    echo
+    if [[ $load == loaded ]]; then
+        echo "Read-after-write, sysbench oltp_write_only with $raw_load_clients threads on node 2 meanwhile:" \
+            "autocommit UPDATE of one row on node 1, then at once SELECT of it on node 2;"
+    else
+        echo "Read-after-write, idle clusters: autocommit UPDATE of one row on node 1, then at once SELECT of it on" \
+            "node 2;"
+    fi
+    echo "$raw_count writes per mode and round, $rounds round(s), times in ms as seen by the client (PyMySQL)"
+    echo
+    echo "| $load | Lockstep | Galera | L/G |"
+    echo "|---|---:|---:|---:|"
+    raw_row "$load" "read with wsrep_sync_wait=1, avg ms" causal_read_ms avg %.3f
+    raw_row "$load" "read with wsrep_sync_wait=1, p95 ms" causal_read_ms p95 %.3f
+    raw_row "$load" "read with wsrep_sync_wait=1, max ms" causal_read_ms max %.3f
+    echo "| read with wsrep_sync_wait=1 saw the new value | $(fmt '%.1f %%' "${raw[lockstep/$load/causal_fresh_pct/count]:-}") |" \
+        "$(fmt '%.1f %%' "${raw[galera/$load/causal_fresh_pct/count]:-}") | |"
+    raw_row "$load" "read with wsrep_sync_wait=0, avg ms" plain_read_ms avg %.3f
+    raw_row "$load" "read with wsrep_sync_wait=0, p95 ms" plain_read_ms p95 %.3f
+    echo "| read with wsrep_sync_wait=0 was stale | $(fmt '%.1f %%' "${raw[lockstep/$load/plain_stale_pct/count]:-}") |" \
+        "$(fmt '%.1f %%' "${raw[galera/$load/plain_stale_pct/count]:-}") | |"
+    raw_row "$load" "stale reads: write to first fresh read, avg ms" stale_until_fresh_ms avg %.3f
+    raw_row "$load" "stale reads: write to first fresh read, p95 ms" stale_until_fresh_ms p95 %.3f
+    raw_row "$load" "stale reads: write to first fresh read, max ms" stale_until_fresh_ms max %.3f
+    raw_row "$load" "the write (autocommit UPDATE on node 1), avg ms" write_ms avg %.3f
+    raw_row "$load" "the write (autocommit UPDATE on node 1), p95 ms" write_ms p95 %.3f
+    for case in $cases; do
+        [[ ${raw[$case/$load/never_fresh/count]:-0} == 0 ]] ||
+            echo "  $case: ${raw[$case/$load/never_fresh/count]} writes never became visible on node 2 within 10 s"
+        [[ -z ${raw_failed[$case/$load]:-} ]] || echo "  $case: read-after-write FAILED, ${raw_failed[$case/$load]}"
+    done
 done
 
 # goal LABEL VALUE OP LIMIT: "met" or "NOT met" for VALUE OP LIMIT (OP: le or ge).
@@ -310,6 +345,19 @@ for workload in $workloads; do
         goal "8-client TPS, $workload, at least ${limit}0×" \
             "$(ratio_of "$(mean "lockstep/$workload/8" tps_sum)" "$(mean "galera/$workload/8" tps_sum)")" ge "$limit"
 done
-goal "causal read (wsrep_sync_wait=1 on node 2, avg), at most 1.20×" \
-    "$(ratio_of "${raw[lockstep/causal_read_ms/avg]:-}" "${raw[galera/causal_read_ms/avg]:-}")" le 1.2
+for load in $raw_loads; do
+    goal "causal read (wsrep_sync_wait=1 on node 2, avg, $load), at most 1.20×" \
+        "$(ratio_of "${raw[lockstep/$load/causal_read_ms/avg]:-}" "${raw[galera/$load/causal_read_ms/avg]:-}")" le 1.2
+    goal "delay of a stale read until fresh (avg, $load), at most 0.50×" \
+        "$(ratio_of "${raw[lockstep/$load/stale_until_fresh_ms/avg]:-}" "${raw[galera/$load/stale_until_fresh_ms/avg]:-}")" le 0.5
+done
+echo
+echo "Goals (Lockstep's causal read / its plain read; Galera's for comparison):"
+for load in $raw_loads; do
+    for case in $cases; do
+        [[ $case == lockstep ]] || { echo "- $case, $load: $(fmt %.2f× "$(ratio_of "${raw[$case/$load/causal_read_ms/avg]:-}" "${raw[$case/$load/plain_read_ms/avg]:-}")")"; continue; }
+        goal "$case, $load: a wsrep_sync_wait=1 read at most 1.20× a plain read" \
+            "$(ratio_of "${raw[$case/$load/causal_read_ms/avg]:-}" "${raw[$case/$load/plain_read_ms/avg]:-}")" le 1.2
+    done
+done
 exit "$any_failed"

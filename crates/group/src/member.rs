@@ -109,6 +109,9 @@ pub struct Member<S: LogStore> {
     /// Leader: per peer, what was sent, so entries in flight are not sent again at every
     /// reply (noraft leaves this to the integration).
     sent_upto: BTreeMap<MemberId, Sent>,
+    /// Per member, the number of the latest append call received from it: our replies say
+    /// which call they answer (`Body::Raft::call`).
+    calls_heard: BTreeMap<MemberId, u64>,
     queue_lengths: BTreeMap<MemberId, u32>,
     /// Members to send join requests to besides the directory (the cluster address).
     seeds: BTreeSet<MemberId>,
@@ -292,6 +295,7 @@ impl<S: LogStore> Member<S> {
             staged: BTreeMap::new(),
             outbox: Vec::new(),
             sent_upto: BTreeMap::new(),
+            calls_heard: BTreeMap::new(),
             queue_lengths: BTreeMap::new(),
             seeds: BTreeSet::new(),
             cached_group: 0,
@@ -538,7 +542,7 @@ impl<S: LogStore> Member<S> {
             self.queue_lengths.insert(from, message.recv_queue);
         }
         match message.body {
-            Body::Raft { message: raft, payloads } => {
+            Body::Raft { message: raft, payloads, call } => {
                 if raft.from() != from {
                     // The transport authenticated the envelope's sender, not this field.
                     log::warn!(
@@ -548,7 +552,7 @@ impl<S: LogStore> Member<S> {
                     );
                     return;
                 }
-                self.receive_raft(from, raft, payloads, message.leader_primary);
+                self.receive_raft(from, raft, payloads, call, message.leader_primary);
                 if self.leader == Some(from) {
                     for (id, len) in message.queue_table {
                         if id != self.info.id && id != from && self.is_known(id) {
@@ -627,7 +631,7 @@ impl<S: LogStore> Member<S> {
                     // a pre-vote here, while we might never win one there (its log may be
                     // longer): tell it, as Raft messages do (found by the simulator).
                     let message = RaftMessage::term_notice(self.info.id, self.raft.term());
-                    self.send(from, Body::Raft { message, payloads: Vec::new() });
+                    self.send(from, Body::Raft { message, payloads: Vec::new(), call: 0 });
                 }
             }
             Body::PreVoteReply { term, granted } => {
@@ -992,7 +996,9 @@ impl<S: LogStore> Member<S> {
             let mut parts = Vec::new();
             for &i in indices {
                 let (to, mut message) = slots[i].take().expect("each message once");
-                let Body::Raft { message: raft, payloads } = &mut message.body else { unreachable!("chosen above") };
+                let Body::Raft { message: raft, payloads, .. } = &mut message.body else {
+                    unreachable!("chosen above")
+                };
                 let commands = raft.entries().into_iter().filter(|(_, kind)| *kind == EntryKind::Command);
                 let refs = commands
                     .zip(std::mem::take(payloads))
@@ -1226,28 +1232,46 @@ impl<S: LogStore> Member<S> {
             .collect()
     }
 
-    fn receive_raft(&mut self, from: MemberId, raft: RaftMessage, payloads: Vec<Vec<u8>>, leader_primary: bool) {
+    fn receive_raft(
+        &mut self,
+        from: MemberId,
+        raft: RaftMessage,
+        payloads: Vec<Vec<u8>>,
+        call: u64,
+        leader_primary: bool,
+    ) {
         if raft.is_vote_request() && (self.leader_alive(from) || !self.may_campaign(from)) {
             // A member still hearing a live leader ignores campaigns (Raft §4.2.3).
             return;
         }
         let now = self.now_ms;
+        if raft.is_append_call() && self.is_known(from) {
+            // The latest, not the highest: a restarted leader numbers its calls from 1 again.
+            self.calls_heard.insert(from, call);
+        }
         if let (Some(last), Some(sent)) = (raft.reply_last_index(), self.sent_upto.get_mut(&from)) {
-            // Two replies in a row without progress while more was sent: what was sent
-            // after `last` is lost (or refused for a gap), not in flight. Send it again.
-            // Not while a big message may still be arriving: those replies answer what
-            // was sent before it.
             if sent.big.is_some_and(|(index, _)| last >= index) {
                 sent.big = None;
             }
-            // Relayed entries may still be on their way when replies to later direct messages
-            // come: a heartbeat's grace before they count as lost.
+            // A reply to call `call` without what that call or an earlier one carried: what
+            // was sent after `last` is lost (or refused for a gap). Send it again. Entries of
+            // later calls may still be on their way: under steady writes several are (counting
+            // two replies in a row without progress as a loss re-sent half the writesets at
+            // 2 000 a second). Relayed entries may still be on their way when replies to later
+            // direct messages come: a heartbeat's grace before they count as lost.
             let relaying = sent.relayed && now < sent.at_ms + self.config.heartbeat_interval_ms;
-            let arriving = relaying || sent.big.is_some_and(|(_, until_ms)| now < until_ms);
-            if last < sent.upto && sent.last_reply == Some(last) && !arriving {
-                sent.upto = last;
+            if !relaying {
+                let mut expected = 0;
+                while let Some(&(_, upto)) = sent.carried.front().filter(|(c, _)| *c <= call) {
+                    expected = expected.max(upto);
+                    sent.carried.pop_front();
+                }
+                if last < expected {
+                    sent.upto = sent.upto.min(last);
+                    // Replies to the calls since answer for the same loss.
+                    sent.carried.clear();
+                }
             }
-            sent.last_reply = Some(last);
         }
         let commands: Vec<Position> =
             raft.entries().into_iter().filter(|(_, k)| *k == EntryKind::Command).map(|(p, _)| p).collect();
@@ -1623,15 +1647,35 @@ impl<S: LogStore> Member<S> {
             } else {
                 sent.big
             };
-            *sent = Sent { term, upto, at_ms: self.now_ms, commit, last_reply: sent.last_reply, big, relayed: false };
+            // The last piece below carries `upto`.
+            if sent.carried.len() == CARRIED_CALLS_KEPT {
+                sent.carried.pop_front();
+            }
+            sent.carried.push_back((sent.calls + cuts.len() as u64, upto));
+            sent.term = term;
+            sent.upto = upto;
+            sent.at_ms = self.now_ms;
+            sent.big = big;
+            sent.relayed = false;
         }
         sent.commit = commit;
+        let is_call = message.is_append_call();
+        let reply_to = self.calls_heard.get(&to).copied().unwrap_or(0);
         let starts: Vec<usize> = cuts.iter().map(|(start, _)| *start).chain([end]).collect();
         for ((start, payloads), next) in cuts.into_iter().zip(&starts[1..]) {
             let mut piece = message.clone();
             piece.strip_entries_prefix(start);
             piece.truncate_entries(next - start);
-            self.send(to, Body::Raft { message: piece, payloads });
+            let call = if is_call {
+                let sent = self.sent_upto.entry(to).or_default();
+                sent.calls += 1;
+                sent.calls
+            } else if piece.reply_last_index().is_some() {
+                reply_to
+            } else {
+                0
+            };
+            self.send(to, Body::Raft { message: piece, payloads, call });
         }
     }
 
@@ -2159,6 +2203,10 @@ impl<S: LogStore> Member<S> {
     }
 }
 
+/// Calls with entries a leader remembers per peer until their replies come; beyond this, a
+/// peer that stopped answering loses the oldest (they count as answered).
+const CARRIED_CALLS_KEPT: usize = 1024;
+
 #[derive(Default)]
 struct Sent {
     term: u64,
@@ -2168,8 +2216,10 @@ struct Sent {
     /// and when it should have arrived even at `TRANSFER_BYTES_PER_MS`.
     big: Option<(u64, u64)>,
     commit: u64,
-    /// Last index the peer reported in its latest reply.
-    last_reply: Option<u64>,
+    /// Append calls sent to the peer so far.
+    calls: u64,
+    /// Calls with entries not answered yet, oldest first: (call, last index sent with it).
+    carried: VecDeque<(u64, u64)>,
     /// The last entries went to it through a relay of its segment: they arrive a hop later
     /// than the direct messages sent after them.
     relayed: bool,
@@ -2373,7 +2423,8 @@ mod tests {
             envelope(Body::ReadIndex { request: 2 }),
         );
         // A Raft message in the leader's name, with a term that would depose it.
-        let forged = envelope(Body::Raft { message: RaftMessage::term_notice(MemberId(1), 99), payloads: vec![] });
+        let forged =
+            envelope(Body::Raft { message: RaftMessage::term_notice(MemberId(1), 99), payloads: vec![], call: 0 });
         let (last, term) = (leader.status().last_seqno, follower.status().term);
         leader.receive(forward);
         leader.receive(read);
@@ -2382,7 +2433,7 @@ mod tests {
         let replies: Vec<Body> = leader.take_outbox().into_iter().map(|(_, message)| message.body).collect();
         assert!(!replies.iter().any(|b| matches!(b, Body::ReadIndexReply { index: Some(_), .. })), "{replies:?}");
         for _ in 0..100 {
-            step(&mut leader, &mut follower, now, false);
+            step(&mut leader, &mut follower, now);
             now += 10;
         }
         assert_eq!(leader.status().last_seqno, last, "nothing ordered");
@@ -2408,7 +2459,7 @@ mod tests {
         leader.receive(forward(term - 1, 1));
         leader.receive(forward(term, 2));
         for _ in 0..100 {
-            step(&mut leader, &mut follower, now, false);
+            step(&mut leader, &mut follower, now);
             now += 10;
         }
         assert_eq!(leader.status().last_seqno, last + 1, "only the one sent in this term");
@@ -2543,55 +2594,140 @@ mod tests {
         let mut follower = Member::join(info(2), config, MemoryStore::new(), &[MemberId(1)], 0);
         let mut now = 0;
         while !(leader.status().view.members.len() == 2 && follower.status().primary) {
-            step(&mut leader, &mut follower, now, false);
+            step(&mut leader, &mut follower, now);
             now += 10;
             assert!(now < 30_000, "no view of two");
         }
         (leader, follower, now)
     }
 
-    /// One step of two members over an in-memory wire; returns how many messages from
-    /// `leader` carried at least 1 MiB of writesets. Those are lost when `lose_big` is set.
-    fn step(leader: &mut Member<MemoryStore>, follower: &mut Member<MemoryStore>, now: u64, lose_big: bool) -> usize {
-        let mut big = 0;
+    /// Payloads of the writesets in a message from the leader.
+    fn payloads(message: &Message) -> Vec<Vec<u8>> {
+        match &message.body {
+            Body::Raft { payloads, .. } => payloads.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Ticks and flushes both members, emptying what they delivered.
+    fn tick_both(leader: &mut Member<MemoryStore>, follower: &mut Member<MemoryStore>, now: u64) {
         for m in [&mut *leader, &mut *follower] {
             m.tick(now);
             m.flush();
             while m.pop_delivered().is_some() {}
         }
+    }
+
+    /// One step of two members over an in-memory wire that loses nothing.
+    fn step(leader: &mut Member<MemoryStore>, follower: &mut Member<MemoryStore>, now: u64) {
+        tick_both(leader, follower, now);
         for (_, message) in leader.take_outbox() {
-            let is_big = message.payload_bytes() >= 1 << 20;
-            big += usize::from(is_big);
-            if !(is_big && lose_big) {
-                follower.receive(message);
-            }
+            follower.receive(message);
         }
         for (_, message) in follower.take_outbox() {
             leader.receive(message);
         }
-        big
     }
 
     #[test]
-    fn a_big_entry_on_its_way_is_not_sent_again_before_its_transfer_time() {
+    fn replies_to_earlier_calls_do_not_make_an_entry_go_again() {
         let (mut leader, mut follower, mut now) = two_members();
-        // 16 MiB take 1.6 s at 10 MiB/s. Meanwhile heartbeats and replies without progress
-        // go back and forth (replies to what was sent before it, as far as the leader can
-        // tell), and the entry, lost here, is not sent again. (A message is one entry; a
-        // writeset that big would go in parts.)
+        // One client writing as fast as it can: each writeset once the one before committed.
+        // Messages take a step each way, so replies to the commit's announcement arrive
+        // after the next writeset went out. None is lost, so none may go twice (two replies
+        // in a row without progress once counted as a loss: half the writesets went twice).
+        let mut sent: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+        let (mut to_follower, mut to_leader) = (Vec::new(), Vec::new());
+        let (mut written, mut pending) = (0u32, None);
+        while written < 100 {
+            if pending.is_none() {
+                pending = Some(leader.submit(written.to_be_bytes().repeat(64)).unwrap());
+                written += 1;
+            }
+            tick_both(&mut leader, &mut follower, now);
+            for message in to_follower.drain(..) {
+                follower.receive(message);
+            }
+            for message in to_leader.drain(..) {
+                leader.receive(message);
+            }
+            for (_, message) in leader.take_outbox() {
+                for payload in payloads(&message) {
+                    *sent.entry(payload).or_default() += 1;
+                }
+                to_follower.push(message);
+            }
+            to_leader.extend(follower.take_outbox().into_iter().map(|(_, m)| m));
+            if leader.take_completions().iter().any(|(r, _)| Some(*r) == pending) {
+                pending = None;
+            }
+            now += 1;
+            assert!(now < 60_000, "not written");
+        }
+        assert_eq!(sent.len(), 100, "every writeset sent");
+        assert!(sent.values().all(|&n| n == 1), "sent twice: {}", sent.values().filter(|&&n| n > 1).count());
+    }
+
+    #[test]
+    fn a_big_entry_on_its_way_is_sent_once() {
+        let (mut leader, mut follower, mut now) = two_members();
+        // 16 MiB take 1.6 s at 10 MiB/s: for 1.5 s nothing the leader sends arrives (the
+        // messages queue behind it), then all of it does, in order. It goes once and commits.
+        // (A message is one entry; a writeset that big would go in parts.)
         let request = leader.send_message(vec![7; 16 << 20]).unwrap();
-        let mut sends = 0;
-        for _ in 0..150 {
-            sends += step(&mut leader, &mut follower, now, true);
+        let (mut on_the_way, mut sends) = (Vec::new(), 0);
+        let start = now;
+        while !leader.take_completions().iter().any(|(r, result)| *r == request && result.is_ok()) {
+            tick_both(&mut leader, &mut follower, now);
+            for (_, message) in leader.take_outbox() {
+                sends += usize::from(message.payload_bytes() >= 1 << 20);
+                on_the_way.push(message);
+            }
+            if now >= start + 1_500 {
+                for message in on_the_way.drain(..) {
+                    follower.receive(message);
+                }
+            }
+            for (_, message) in follower.take_outbox() {
+                leader.receive(message);
+            }
             now += 10;
+            assert!(now < start + 10_000, "not committed");
         }
         assert_eq!(sends, 1);
-        // After that it is sent again, and commits.
-        while !leader.take_completions().iter().any(|(r, result)| *r == request && result.is_ok()) {
-            sends += step(&mut leader, &mut follower, now, false);
+    }
+
+    #[test]
+    fn an_entry_lost_goes_again_at_the_first_reply_to_a_later_call() {
+        let (mut leader, mut follower, mut now) = two_members();
+        let request = leader.submit(vec![7; 1000]).unwrap();
+        tick_both(&mut leader, &mut follower, now);
+        let lost: Vec<Message> = leader.take_outbox().into_iter().map(|(_, m)| m).collect();
+        assert!(lost.iter().any(|m| !payloads(m).is_empty()), "the entry went out");
+        // The next heartbeat's reply shows the follower without it: it goes again then,
+        // not after a pause of two heartbeats.
+        let lost_at = now;
+        let mut resent_at = None;
+        while resent_at.is_none() {
             now += 10;
-            assert!(now < 60_000, "not committed");
+            assert!(now < lost_at + 1_000, "not sent again");
+            tick_both(&mut leader, &mut follower, now);
+            for (_, message) in leader.take_outbox() {
+                if !payloads(&message).is_empty() {
+                    resent_at = Some(now);
+                }
+                follower.receive(message);
+            }
+            for (_, message) in follower.take_outbox() {
+                leader.receive(message);
+            }
         }
-        assert_eq!(sends, 2);
+        let heartbeat = GroupConfig::new("t").heartbeat_interval_ms;
+        assert!(resent_at.unwrap() <= lost_at + heartbeat + 20, "sent again after {} ms", resent_at.unwrap() - lost_at);
+        while !leader.take_completions().iter().any(|(r, result)| *r == request && result.is_ok()) {
+            now += 10;
+            assert!(now < lost_at + 5_000, "not committed");
+            step(&mut leader, &mut follower, now);
+        }
     }
 }

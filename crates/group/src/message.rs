@@ -54,10 +54,14 @@ impl Relay {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
-    /// A Raft message; `payloads` are those of its command entries, in order.
+    /// A Raft message; `payloads` are those of its command entries, in order. `call` tells
+    /// which append a reply answers: an append call carries its number among the sender's
+    /// calls to the receiver (from 1), an append reply the number of the latest call its
+    /// sender had received from the receiver; other messages carry 0.
     Raft {
         message: RaftMessage,
         payloads: Vec<Vec<u8>>,
+        call: u64,
     },
     /// A writeset for the leader to order on behalf of the sender.
     Forward {
@@ -195,13 +199,14 @@ impl Message {
             w.u64(id.0).u32(*len);
         }
         match &self.body {
-            Body::Raft { message, payloads } => {
+            Body::Raft { message, payloads, call } => {
                 w.u8(BODY_RAFT);
                 message.encode(w);
                 w.len(payloads.len());
                 for p in payloads {
                     w.bytes(p);
                 }
+                w.u64(*call);
             }
             Body::Forward { request, data } => {
                 w.u8(BODY_FORWARD).u64(*request).bytes(data);
@@ -294,7 +299,7 @@ impl Message {
                 }
                 let n = r.len(4)?;
                 let payloads = (0..n).map(|_| r.bytes()).collect::<Result<_, _>>()?;
-                Body::Raft { message, payloads }
+                Body::Raft { message, payloads, call: r.u64()? }
             }
             BODY_FORWARD => Body::Forward { request: r.u64()?, data: r.bytes()? },
             BODY_FORWARD_MESSAGE => Body::ForwardMessage { request: r.u64()?, data: r.bytes()? },

@@ -284,12 +284,23 @@ impl<W: Clone + PartialEq> Core<W> {
         let me = self.me();
         let ask = Ask::from_code(ask);
         let episode = self.flow.ordered(me, origin, ask, self.clock_ms);
-        if let Some((held_ms, queue)) = episode.filter(|&(held_ms, _)| held_ms >= LOGGED_PAUSE_MS) {
-            // One line per episode an operator would notice: who held the cluster, how long,
-            // and why. Short ones (thousands a second under a tight limit) only count.
+        if let Some(episode) = episode.filter(|e| self.clock_ms.saturating_sub(e.since_ms) >= LOGGED_PAUSE_MS) {
+            // One line per episode an operator would notice: who held the cluster back, how
+            // long, how hard, and why. Short ones (thousands a second under a tight limit) only
+            // count.
+            let held_ms = self.clock_ms.saturating_sub(episode.since_ms);
+            let mut how = Vec::new();
+            if !episode.strongest_delay.is_zero() {
+                how.push(format!("slowed up to {} us per writeset", episode.strongest_delay.as_micros()));
+            }
+            if episode.stopped_ms > 0 {
+                how.push(format!("stopped for {} ms", episode.stopped_ms));
+            }
             log::info!(
-                "flow control: this node paused the cluster's writers for {held_ms} ms (its apply queue was {queue} \
-                 events, past gcs.fc_limit {})",
+                "flow control: this node held the cluster's writers back for {held_ms} ms ({}); its apply queue \
+                 reached {} events, past gcs.fc_limit {}",
+                how.join(", "),
+                episode.longest_queue,
                 self.settings.flow.limit
             );
         }

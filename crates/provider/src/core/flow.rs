@@ -114,10 +114,40 @@ pub struct FlowControl {
     /// counts only what it queues beyond it, so it does not stop everyone at once. It shrinks
     /// with the queue.
     offset: usize,
-    /// Our apply queue when we last asked for a stop, then when that stop came into force:
-    /// to log the episode.
-    asked_with: usize,
-    our_stop: Option<(u64, usize)>,
+    /// Our slow-down or stop in force, from the first until our resume: to log the episode.
+    episode: Option<Episode>,
+}
+
+/// One episode of this member holding the writers back, from its first slow-down or stop
+/// ordered to its resume.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Episode {
+    pub since_ms: u64,
+    /// How long our stops were in force, and since when the current one is.
+    pub stopped_ms: u64,
+    stop_since_ms: Option<u64>,
+    /// The longest delay our slow-downs put on each writeset.
+    pub strongest_delay: Duration,
+    /// Our apply queue at its longest while the episode lasted (past the Joined offset).
+    pub longest_queue: usize,
+}
+
+impl Episode {
+    fn ordered(&mut self, ask: Ask, now_ms: u64) {
+        if let Some(since) = self.stop_since_ms.take() {
+            self.stopped_ms += now_ms.saturating_sub(since);
+        }
+        match ask {
+            Ask::Stop => self.stop_since_ms = Some(now_ms),
+            Ask::Slow(level) => self.strongest_delay = self.strongest_delay.max(slow_delay(level)),
+            Ask::Resume => {}
+        }
+    }
+}
+
+/// What each writeset waits under slow level `level` (1 and up).
+fn slow_delay(level: u8) -> Duration {
+    level.checked_sub(1).map_or(Duration::ZERO, |i| SLOW_DELAYS[usize::from(i).min(SLOW_DELAYS.len() - 1)])
 }
 
 impl FlowControl {
@@ -143,8 +173,7 @@ impl FlowControl {
 
     /// What a writeset waits before it is ordered: the strongest slow-down in force.
     pub fn writer_delay(&self) -> Duration {
-        let level = self.slowing.values().copied().max().unwrap_or(0);
-        level.checked_sub(1).map_or(Duration::ZERO, |i| SLOW_DELAYS[usize::from(i).min(SLOW_DELAYS.len() - 1)])
+        slow_delay(self.slowing.values().copied().max().unwrap_or(0))
     }
 
     /// What to ask now, given our apply queue, the members of the view, whether this member
@@ -162,6 +191,9 @@ impl FlowControl {
         now_ms: u64,
     ) -> Option<Ask> {
         self.offset = self.offset.min(queue);
+        if let Some(episode) = self.episode.as_mut() {
+            episode.longest_queue = episode.longest_queue.max(queue - self.offset);
+        }
         let queued = (queue - self.offset) as f64;
         let upper = settings.upper(members);
         if queued > upper {
@@ -199,23 +231,31 @@ impl FlowControl {
         };
         if ask == Ask::Stop {
             self.stops_sent += 1;
-            self.asked_with = queue;
         }
         self.in_flight = Some(ask);
         Some(ask)
     }
 
-    /// A request of `origin` came through the order. Returns, for our own resume, how long
-    /// our stop was in force and our queue when we asked (one log line per episode).
-    pub fn ordered(&mut self, me: MemberId, origin: MemberId, ask: Ask, now_ms: u64) -> Option<(u64, usize)> {
+    /// A request of `origin` came through the order. Returns, for our own resume, the
+    /// episode it ends (one log line per episode).
+    pub fn ordered(&mut self, me: MemberId, origin: MemberId, ask: Ask, now_ms: u64) -> Option<Episode> {
         let mut ended = None;
         if origin == me {
             self.in_flight = None;
-            match ask {
-                Ask::Stop => self.our_stop = Some((now_ms, self.asked_with)),
-                Ask::Slow(_) | Ask::Resume => {
-                    ended = self.our_stop.take().map(|(at, q)| (now_ms.saturating_sub(at), q));
-                }
+            if ask != Ask::Resume && self.episode.is_none() {
+                self.episode = Some(Episode {
+                    since_ms: now_ms,
+                    stopped_ms: 0,
+                    stop_since_ms: None,
+                    strongest_delay: Duration::ZERO,
+                    longest_queue: 0,
+                });
+            }
+            if let Some(episode) = self.episode.as_mut() {
+                episode.ordered(ask, now_ms);
+            }
+            if ask == Ask::Resume {
+                ended = self.episode.take();
             }
         }
         match ask {
@@ -253,7 +293,7 @@ impl FlowControl {
     pub fn view(&mut self, now_ms: u64) {
         self.stopping.clear();
         self.slowing.clear();
-        self.our_stop = None;
+        self.episode = None;
         self.track(now_ms);
     }
 
@@ -348,7 +388,14 @@ mod tests {
         assert_eq!(fc.decide(ME, 12, 3, false, &s, 1_050), None, "past the limit again: nothing weaker");
         assert_eq!(fc.decide(ME, 9, 3, false, &s, 1_100), None, "above factor × limit");
         assert_eq!(fc.decide(ME, 8, 3, false, &s, 1_200), Some(Ask::Resume));
-        assert_eq!(fc.ordered(ME, ME, Ask::Resume, 1_250), Some((250, 17)));
+        // The episode: from the first slow-down ordered (at 20 ms) to the resume, stopped from
+        // 1 000 ms.
+        let episode = fc.ordered(ME, ME, Ask::Resume, 1_250).expect("our resume ends the episode");
+        assert_eq!(episode.since_ms, 2 * GRACE);
+        assert_eq!(episode.stopped_ms, 250);
+        assert_eq!(episode.strongest_delay, SLOW_DELAYS[1]);
+        assert_eq!(episode.longest_queue, 17, "queues seen once the episode began");
+        assert_eq!(fc.ordered(ME, ME, Ask::Resume, 1_300), None, "no episode without a slow-down or stop");
         assert!(!fc.paused());
         assert_eq!(fc.writer_delay(), Duration::ZERO);
         assert_eq!(fc.paused_ms(5_000), 250);
