@@ -13,7 +13,7 @@
 # wsrep_local_recv_queue, wsrep_flow_control_paused_ns and the rows of
 # mysql.wsrep_streaming_log; and each sysbench's transactions in that second.
 #
-# Writes bench/results/big-transaction-stall/{samples,clients,updates}.csv, summary.txt and
+# Writes to BENCH_OUT (default bench/results/big-transaction-stall/) {samples,clients,updates}.csv, summary.txt and
 # one chart per provider (timeline-<provider>.svg, by bench/timeline-chart.py); prints the
 # summary: per run, the UPDATE's time, and over the episode (from the UPDATE's start until
 # every node has committed it) seconds without a commit on each node and the commit rate
@@ -27,7 +27,7 @@ variants=${2:-"0 1048576 10485760"}
 bench_build || exit 1
 [[ -z $lockstep_unusable ]] || { echo "bench: $lockstep_unusable" >&2; exit 1; }
 declare -A library=([lockstep]=$LOCKSTEP_PROVIDER [galera]=$GALERA_PROVIDER)
-out=bench/results/big-transaction-stall
+out=${BENCH_OUT:-bench/results/big-transaction-stall}
 mkdir -p "$out"
 
 work=$(mktemp -d /tmp/lockstep-stall.XXXXXX)

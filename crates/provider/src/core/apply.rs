@@ -205,6 +205,9 @@ pub fn primary_view(group: Uuid, seqno: Seqno, view: &lockstep_group::View, me: 
 
 impl<W: Clone + PartialEq> Core<W> {
     pub(super) fn push_event(&mut self, event: Event) {
+        if let Event::Apply { seqno, writeset, .. } = &event {
+            self.flow.queued(*seqno, writeset.data.len());
+        }
         self.events.push_back(event);
         self.counters.recv_queue.sample(self.events.len());
         self.wake_one_applier();

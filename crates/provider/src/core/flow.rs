@@ -7,6 +7,7 @@
 //! point of the order. Pure: the core feeds it its queue, the ordered requests, views and the
 //! time (docs/design/flow-control.md).
 
+use crate::types::Seqno;
 use lockstep_group::MemberId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -27,6 +28,19 @@ pub const SLOW_DELAYS: [Duration; 2] = [Duration::from_micros(500), Duration::fr
 /// Past this many times its limit a member stops the writers at once: a bound on its lag
 /// and on what it holds.
 const AT_ONCE_FACTOR: f64 = 4.0;
+
+/// A writeset at least this big may take a second or more to apply by itself, and stopping
+/// the writers would not make it faster: from the moment it is queued until it is applied,
+/// what queues behind it does not count against the limit (up to `BIG_APPLY_QUEUE_CAP`
+/// events), and once it is applied the member counts only what it queues beyond that
+/// backlog, which shrinks as it drains (as a member that just joined). Above streaming
+/// fragments of 1 MB: those come one after another, and a member that let its queue grow
+/// behind each would hold its own clients' commits longer.
+const BIG_APPLY_BYTES: usize = 4 << 20;
+/// Past this many events queued behind a big writeset, the limit counts again: a bound on
+/// the member's lag (half the core's apply queue bound, beyond which deliveries wait in the
+/// group's log anyway; a few seconds of small writes).
+const BIG_APPLY_QUEUE_CAP: usize = super::APPLY_QUEUE_LIMIT / 2;
 
 /// Galera's flow-control options, as the core uses them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -116,6 +130,8 @@ pub struct FlowControl {
     offset: usize,
     /// Our slow-down or stop in force, from the first until our resume: to log the episode.
     episode: Option<Episode>,
+    /// Big writesets queued or being applied here.
+    big_applies: BTreeSet<Seqno>,
 }
 
 /// One episode of this member holding the writers back, from its first slow-down or stop
@@ -176,6 +192,23 @@ impl FlowControl {
         slow_delay(self.slowing.values().copied().max().unwrap_or(0))
     }
 
+    /// The writeset at `seqno`, of `bytes` bytes, joined the apply queue.
+    pub fn queued(&mut self, seqno: Seqno, bytes: usize) {
+        if bytes >= BIG_APPLY_BYTES {
+            self.big_applies.insert(seqno);
+        }
+    }
+
+    /// The writeset at `seqno` is applied (or rolled back) and committed in order: so is
+    /// every one before it.
+    pub fn applied(&mut self, seqno: Seqno) {
+        self.big_applies = self.big_applies.split_off(&(seqno + 1));
+    }
+
+    fn applying_big(&self) -> bool {
+        !self.big_applies.is_empty()
+    }
+
     /// What to ask now, given our apply queue, the members of the view, whether this member
     /// is exempt (desynced, a donor, not synced) and the time: once past the upper limit for
     /// `OVER_LIMIT_GRACE_MS`, a slow-down, stronger with time, then a stop (at once past
@@ -191,6 +224,9 @@ impl FlowControl {
         now_ms: u64,
     ) -> Option<Ask> {
         self.offset = self.offset.min(queue);
+        if self.applying_big() {
+            self.offset = self.offset.max(queue.min(BIG_APPLY_QUEUE_CAP));
+        }
         if let Some(episode) = self.episode.as_mut() {
             episode.longest_queue = episode.longest_queue.max(queue - self.offset);
         }
@@ -304,6 +340,7 @@ impl FlowControl {
         self.in_flight = None;
         self.offset = 0;
         self.over_since_ms = None;
+        self.big_applies.clear();
     }
 
     fn track(&mut self, now_ms: u64) {
@@ -401,6 +438,39 @@ mod tests {
         assert_eq!(fc.paused_ms(5_000), 250);
         assert_eq!(fc.stops_sent(), 1);
         assert_eq!(fc.stops_received(), 1);
+    }
+
+    #[test]
+    fn a_big_writeset_being_applied_stops_nobody_and_its_backlog_drains() {
+        let s = settings(16, 1.0);
+        let mut fc = FlowControl::default();
+        fc.queued(7, 100 << 20);
+        for (queue, now) in [(50, 100), (400, 1_000), (2_000, 5_000)] {
+            assert_eq!(fc.decide(ME, queue, 3, false, &s, now), None, "{queue} queued behind it at {now} ms");
+        }
+        // Applied: what queued behind it drains without stopping anyone...
+        fc.applied(7);
+        assert_eq!(fc.decide(ME, 1_500, 3, false, &s, 6_100), None);
+        assert_eq!(fc.decide(ME, 600, 3, false, &s, 6_500), None);
+        // ...but what queues beyond it counts: 600 + 17 past the limit 16 for long enough.
+        assert_eq!(fc.decide(ME, 617, 3, false, &s, 6_600), None);
+        assert_eq!(fc.decide(ME, 617, 3, false, &s, 6_600 + 4 * GRACE), Some(Ask::Stop));
+        // Past the cap the limit counts again, beyond the cap.
+        let mut fc = FlowControl::default();
+        fc.queued(9, 100 << 20);
+        let cap = BIG_APPLY_QUEUE_CAP;
+        assert_eq!(fc.decide(ME, cap, 3, false, &s, 0), None);
+        assert_eq!(fc.decide(ME, cap + 17, 3, false, &s, 0), None);
+        assert_eq!(fc.decide(ME, cap + 17, 3, false, &s, 4 * GRACE), Some(Ask::Stop));
+        // A later seqno applied means this one was too (commit order): it counts no more.
+        let mut fc = FlowControl::default();
+        fc.queued(3, 100 << 20);
+        fc.applied(5);
+        assert!(!fc.applying_big());
+        // A smaller one (a streaming fragment, say) is no reason to let the queue grow.
+        fc.queued(6, 2 << 20);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 0), None);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 4 * GRACE), Some(Ask::Stop));
     }
 
     #[test]

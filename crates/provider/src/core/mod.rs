@@ -605,6 +605,7 @@ impl<W: Clone + PartialEq> Core<W> {
     fn finish_both(&mut self, seqno: Seqno) {
         self.commit_order.finish(seqno, &mut self.effects.wake);
         self.committed.finish(seqno, &mut self.effects.wake);
+        self.flow.applied(seqno);
     }
 
     pub fn counters(&self) -> &Counters {

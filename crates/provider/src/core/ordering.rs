@@ -24,9 +24,11 @@ const CUT_INTERVAL_MS: u64 = 1000;
 /// `CHECKPOINT_INTERVAL_MS`.
 const CHECKPOINT_STEP: Seqno = 4096;
 const CHECKPOINT_INTERVAL_MS: u64 = 10_000;
-/// Past this many key chains in the index (a big writeset's rows, until the commit cuts
-/// purge them) a checkpoint waits: copying the index under the core's lock would hold the
-/// lock and the group's thread for seconds (2.5 million rows did, and elected a new leader).
+/// Past room for this many key chains in the index (a big writeset's rows, until the commit
+/// cuts purge them and the index gives the memory back) a checkpoint waits: copying the index
+/// under the core's lock would hold the lock and the group's thread for seconds (2.5 million
+/// rows did, and elected a new leader). The table's room, not its chains: a copy copies the
+/// empty buckets too.
 const CHECKPOINT_INDEX_LIMIT: usize = 1 << 18;
 
 /// Where a delivery comes from.
@@ -341,7 +343,7 @@ impl<W: Clone + PartialEq> Core<W> {
         if !self.ordering.index_from_group || !self.has_state() || self.restored_covers(at) {
             return None;
         }
-        if self.certification.size() > CHECKPOINT_INDEX_LIMIT {
+        if self.certification.capacity() > CHECKPOINT_INDEX_LIMIT {
             return None;
         }
         let due = match self.ordering.last_checkpoint {
