@@ -99,6 +99,8 @@ for threads in 1 4; do
 done
 # The same as one table per applier count, means over the rounds (what bench/table-chart.py draws).
 echo
+echo "sysbench oltp_write_only, $clients clients on node 1 of 3, $seconds s, means over $rounds round(s):"
+echo
 echo "| appliers | Lockstep TPS | Galera TPS | TPS L/G | Lockstep paused % | Galera paused % | Lockstep queue avg | Galera queue avg |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 awk '{ k = $1 " " $2; n[k]++; tps[k] += $4; paused[k] += $5; queue[k] += $7; appliers[$2] = 1 }

@@ -8,7 +8,7 @@ Markdown table in it with a column "Lockstep X" and a column "Galera X" (or "Loc
 "Galera") becomes one panel per such pair; each row is a pair of bars, Lockstep's and
 Galera's, scaled to the larger of the two and labelled with both values and their ratio, so
 rows in different units (ms, %, TPS) share a panel. Rows without two numbers are left out.
-The panel's title is the line of text above the table and the column's name.
+The panel's title is the first line of the paragraph above the table and the column's name.
 """
 import html
 import re
@@ -34,6 +34,7 @@ def number(cell):
 def tables(lines):
     """(caption, header cells, rows of cells) of every Markdown table."""
     caption = ""
+    previous = ""
     i = 0
     while i < len(lines):
         line = lines[i].strip()
@@ -46,9 +47,20 @@ def tables(lines):
                 i += 1
             yield caption, header, rows
             continue
-        if line:
+        if line and not previous:
+            # The first line of the paragraph above the table names it.
             caption = line
+        previous = line
         i += 1
+
+
+def short(caption, limit=110):
+    """The caption up to its last comma within `limit` characters."""
+    caption = caption.rstrip(":;")
+    if len(caption) <= limit:
+        return caption
+    cut = max(caption.rfind(",", 0, limit), caption.rfind(":", 0, limit))
+    return caption[:cut] if cut > limit // 2 else caption[: limit - 1] + "…"
 
 
 def panels(lines):
@@ -73,7 +85,7 @@ def panels(lines):
                 cells = [f"{h} {c}" if NUMBER.fullmatch(c) else c for h, c in zip(header, row[:first]) if c]
                 bars.append((" ".join(cells), lv, gv))
             if bars:
-                yield f"{caption.rstrip(':')[:110]}{': ' + what if what else ''}", bars
+                yield f"{short(caption)}{': ' + what if what else ''}", bars
 
 
 def svg(title, all_panels):
