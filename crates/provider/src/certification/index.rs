@@ -16,16 +16,34 @@ const RECLAIM_CHAINS: usize = 16 << 10;
 /// Tables up to this many buckets are kept as they are when they empty.
 const SHRINK_ABOVE_CAPACITY: usize = 1 << 16;
 
+/// Who certified a writeset: what a conflict with it depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Reference {
-    seqno: Seqno,
+struct Origin {
     source: Uuid,
     isolation: bool,
 }
 
-#[derive(Default, Debug, Clone)]
+/// A certified writeset still in the index: its origin and the (chain, type) pairs it set.
+#[derive(Debug, Clone)]
+struct Certified {
+    origin: Origin,
+    chains: Vec<(ChainId, KeyType)>,
+}
+
+/// Per chain, the seqno of the latest certified writeset of each key type (`NO_WRITESET`:
+/// none); its origin is in `certified`. 32 bytes a chain, where a reference carrying its
+/// origin took 128: a big writeset's millions of chains made the table gigabytes.
+#[derive(Debug, Clone)]
 struct KeyEntry {
-    latest: [Option<Reference>; 4],
+    latest: [Seqno; 4],
+}
+
+const NO_WRITESET: Seqno = SEQNO_UNDEFINED;
+
+impl Default for KeyEntry {
+    fn default() -> Self {
+        KeyEntry { latest: [NO_WRITESET; 4] }
+    }
 }
 
 /// What certification decided for one writeset.
@@ -55,8 +73,8 @@ pub struct Candidate<'a> {
 #[derive(Debug, Clone)]
 pub struct CertificationIndex {
     entries: HashMap<ChainId, KeyEntry, BuildHasherDefault<ChainHasher>>,
-    /// Certified writesets still in the index, with the (chain, type) pairs they set.
-    certified: BTreeMap<Seqno, Vec<(ChainId, KeyType)>>,
+    /// Certified writesets still in the index.
+    certified: BTreeMap<Seqno, Certified>,
     /// Writesets at or below this are purged: their references count for nothing, whether
     /// or not `reclaim` has dropped them from memory yet.
     purged_upto: Seqno,
@@ -107,16 +125,31 @@ impl CertificationIndex {
 
     /// Full keys plus every proper prefix as a SHARED branch key, one type per chain
     /// (the strongest seen).
+    /// Sorted by chain. Prefixes (a database, a table) repeat across a writeset's rows and
+    /// are gathered apart; full keys go into one vector, sorted once: a million-row writeset
+    /// no longer builds a tree of a million nodes.
     fn expand(keys: &[Key]) -> Vec<(ChainId, KeyType)> {
-        let mut strongest: BTreeMap<ChainId, KeyType> = BTreeMap::new();
+        let mut prefixes: BTreeMap<ChainId, KeyType> = BTreeMap::new();
+        let mut chains: Vec<(ChainId, KeyType)> = Vec::with_capacity(keys.len());
         for key in keys {
-            for len in 1..=key.parts.len() {
-                let kind = if len == key.parts.len() { key.kind } else { KeyType::Shared };
-                let slot = strongest.entry(chain_id(&key.parts[..len])).or_insert(kind);
-                *slot = (*slot).max(kind);
+            for len in 1..key.parts.len() {
+                prefixes.entry(chain_id(&key.parts[..len])).or_insert(KeyType::Shared);
+            }
+            if !key.parts.is_empty() {
+                chains.push((chain_id(&key.parts), key.kind));
             }
         }
-        strongest.into_iter().collect()
+        chains.extend(prefixes);
+        chains.sort_unstable_by_key(|(chain, _)| *chain);
+        // One type per chain, the strongest.
+        chains.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 = kept.1.max(later.1);
+            }
+            same
+        });
+        chains
     }
 
     /// Certifies the next writeset in the global order; on success it enters the index.
@@ -141,18 +174,26 @@ impl CertificationIndex {
         for (chain, new_type) in &chains {
             let Some(entry) = self.entries.get(chain) else { continue };
             for earlier_type in KeyType::ALL {
-                let live = entry.latest[earlier_type as usize].filter(|r| r.seqno > self.purged_upto);
-                let Some(earlier) = live else { continue };
+                let earlier = entry.latest[earlier_type as usize];
+                if earlier == NO_WRITESET || earlier <= self.purged_upto {
+                    continue;
+                }
                 match relation(earlier_type, *new_type) {
                     Relation::None => {}
-                    Relation::Dependency => depends_on = depends_on.max(earlier.seqno),
+                    Relation::Dependency => depends_on = depends_on.max(earlier),
                     Relation::ConflictCandidate => {
-                        let unseen = earlier.seqno > w.last_seen;
-                        let foreign = earlier.isolation || earlier.source != w.source;
-                        if unseen && foreign && !w.isolation {
-                            return Verdict::Fail;
+                        if earlier > w.last_seen && !w.isolation {
+                            // Unseen: a conflict if it came from another member or was TOI.
+                            // (A live reference's writeset is always in `certified`.)
+                            let foreign = self
+                                .certified
+                                .get(&earlier)
+                                .is_none_or(|c| c.origin.isolation || c.origin.source != w.source);
+                            if foreign {
+                                return Verdict::Fail;
+                            }
                         }
-                        depends_on = depends_on.max(earlier.seqno);
+                        depends_on = depends_on.max(earlier);
                     }
                 }
             }
@@ -161,11 +202,14 @@ impl CertificationIndex {
         if w.isolation {
             depends_on = w.seqno - 1;
         }
-        let reference = Reference { seqno: w.seqno, source: w.source, isolation: w.isolation };
+        // At most one growth of the table for the whole writeset, not a doubling after
+        // another (each one touching every bucket again).
+        self.entries.reserve(chains.len());
         for (chain, kind) in &chains {
-            self.entries.entry(*chain).or_default().latest[*kind as usize] = Some(reference);
+            self.entries.entry(*chain).or_default().latest[*kind as usize] = w.seqno;
         }
-        self.certified.insert(w.seqno, chains);
+        let origin = Origin { source: w.source, isolation: w.isolation };
+        self.certified.insert(w.seqno, Certified { origin, chains });
         if w.pa_unsafe {
             self.last_pa_unsafe = w.seqno;
         }
@@ -177,11 +221,8 @@ impl CertificationIndex {
     pub fn encode(&self, w: &mut Writer) {
         let live = self.certified.range(self.purged_upto + 1..);
         w.u64(self.initial_position as u64).u64(self.last_pa_unsafe as u64).len(live.clone().count());
-        for (seqno, chains) in live {
-            // A writeset that is no longer the latest on any chain leaves no reference behind,
-            // so its origin no longer matters.
-            let (source, isolation) = self.origin_of(*seqno, chains).unwrap_or((Uuid::NIL, false));
-            w.u64(*seqno as u64).fixed(&source.0).bool(isolation).len(chains.len());
+        for (seqno, Certified { origin, chains }) in live {
+            w.u64(*seqno as u64).fixed(&origin.source.0).bool(origin.isolation).len(chains.len());
             for (chain, kind) in chains {
                 w.fixed(&chain.to_le_bytes()).u8(*kind as u8);
             }
@@ -195,14 +236,6 @@ impl CertificationIndex {
         w.bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
     }
 
-    /// Source and isolation of the writeset at `seqno`, from any reference it still holds.
-    fn origin_of(&self, seqno: Seqno, chains: &[(ChainId, KeyType)]) -> Option<(Uuid, bool)> {
-        chains.iter().find_map(|(chain, kind)| {
-            let r = self.entries.get(chain)?.latest[*kind as usize]?;
-            (r.seqno == seqno).then_some((r.source, r.isolation))
-        })
-    }
-
     pub fn decode(r: &mut Reader<'_>, optimistic_pa: bool) -> Result<CertificationIndex, DecodeError> {
         let mut index = CertificationIndex::new(r.u64()? as Seqno);
         index.optimistic_pa = optimistic_pa;
@@ -214,17 +247,15 @@ impl CertificationIndex {
                 return Err(DecodeError("certified writesets out of order"));
             }
             previous = Some(seqno);
-            let source = Uuid(r.array()?);
-            let isolation = r.bool()?;
-            let reference = Reference { seqno, source, isolation };
+            let origin = Origin { source: Uuid(r.array()?), isolation: r.bool()? };
             let mut chains = Vec::new();
             for _ in 0..r.len(17)? {
                 let chain = ChainId::from_le_bytes(r.array()?);
                 let kind = KeyType::from_raw(u32::from(r.u8()?)).ok_or(DecodeError("unknown key type"))?;
-                index.entries.entry(chain).or_default().latest[kind as usize] = Some(reference);
+                index.entries.entry(chain).or_default().latest[kind as usize] = seqno;
                 chains.push((chain, kind));
             }
-            index.certified.insert(seqno, chains);
+            index.certified.insert(seqno, Certified { origin, chains });
         }
         Ok(index)
     }
@@ -246,15 +277,15 @@ impl CertificationIndex {
             if seqno > self.purged_upto {
                 break;
             }
-            let chains = entry.get_mut();
+            let chains = &mut entry.get_mut().chains;
             let take = chains.len().min(budget);
             budget -= take;
             for (chain, kind) in chains.drain(chains.len() - take..) {
                 if let Some(e) = self.entries.get_mut(&chain) {
-                    if e.latest[kind as usize].is_some_and(|r| r.seqno == seqno) {
-                        e.latest[kind as usize] = None;
+                    if e.latest[kind as usize] == seqno {
+                        e.latest[kind as usize] = NO_WRITESET;
                     }
-                    if e.latest.iter().all(Option::is_none) {
+                    if e.latest.iter().all(|&s| s == NO_WRITESET) {
                         self.entries.remove(&chain);
                     }
                 }
@@ -421,6 +452,23 @@ mod tests {
         // With seqno 1 purged, an old last_seen no longer sees the conflict; purging is
         // only safe below what every member has committed, so such a writeset cannot exist.
         assert!(matches!(index.certify(&trx(2, 1, B, &k)), Verdict::Pass { .. }));
+    }
+
+    #[test]
+    fn a_writeset_sets_each_chain_once_with_its_strongest_type_in_chain_order() {
+        // Two rows of one table (their prefixes shared), the same row twice, and the table
+        // itself as an exclusive key, stronger than the SHARED prefix the rows give it.
+        let keys =
+            [row("t", 1, KeyType::Reference), row("t", 2, KeyType::Update), row("t", 1, KeyType::Update), table("t")];
+        let chains = CertificationIndex::expand(&keys);
+        let expected: BTreeMap<ChainId, KeyType> = [
+            (chain_id(&[b"db".to_vec()]), KeyType::Shared),
+            (chain_id(&[b"db".to_vec(), b"t".to_vec()]), KeyType::Exclusive),
+            (chain_id(&row("t", 1, KeyType::Update).parts), KeyType::Update),
+            (chain_id(&row("t", 2, KeyType::Update).parts), KeyType::Update),
+        ]
+        .into();
+        assert_eq!(chains, expected.into_iter().collect::<Vec<_>>());
     }
 
     #[test]
