@@ -32,7 +32,7 @@ struct Certified {
 
 /// Per chain, the seqno of the latest certified writeset of each key type (`NO_WRITESET`:
 /// none); its origin is in `certified`. 32 bytes a chain, where a reference carrying its
-/// origin took 128: a big writeset's millions of chains made the table gigabytes.
+/// origin took 128: 2.5 million chains made a table of 0.6 GB (0.9 GB while it doubled).
 #[derive(Debug, Clone)]
 struct KeyEntry {
     latest: [Seqno; 4],
