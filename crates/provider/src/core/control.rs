@@ -283,12 +283,12 @@ impl<W: Clone + PartialEq> Core<W> {
     pub(super) fn flow_ordered(&mut self, origin: MemberId, ask: u8) {
         let me = self.me();
         let ask = Ask::from_code(ask);
-        let episode = self.flow.ordered(me, origin, ask, self.clock_ms);
-        if let Some(episode) = episode.filter(|e| self.clock_ms.saturating_sub(e.since_ms) >= LOGGED_PAUSE_MS) {
+        let ended = self.flow.ordered(me, origin, ask, self.clock_ms);
+        let ended = ended.map(|episode| (self.clock_ms.saturating_sub(episode.since_ms), episode));
+        if let Some((held_ms, episode)) = ended.filter(|(held_ms, _)| *held_ms >= LOGGED_PAUSE_MS) {
             // One line per episode an operator would notice: who held the cluster back, how
             // long, how hard, and why. Short ones (thousands a second under a tight limit) only
             // count.
-            let held_ms = self.clock_ms.saturating_sub(episode.since_ms);
             let mut how = Vec::new();
             if !episode.strongest_delay.is_zero() {
                 how.push(format!("slowed up to {} us per writeset", episode.strongest_delay.as_micros()));
