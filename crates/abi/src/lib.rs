@@ -8,7 +8,7 @@ mod types;
 
 use application::{c_gtid, c_meta, rust_gtid, ServerCallbacks};
 use lockstep_provider::application::{RecvCtx, WsHandle};
-use lockstep_provider::certification::{Key, KeyType};
+use lockstep_provider::certification::{KeySet, KeyType};
 use lockstep_provider::types::{Gtid, Status};
 use lockstep_provider::{InitArgs, Provider, StatValue, PROVIDER_NAME, PROVIDER_VENDOR, PROVIDER_VERSION};
 use std::collections::HashMap;
@@ -350,8 +350,13 @@ unsafe extern "C" fn append_key(
             log::warn!("append_key: unknown key type {key_type}");
             return WARNING;
         };
-        let keys = key_parts(keys, count).into_iter().map(|parts| Key::new(parts, kind)).collect();
-        (*handle).opaque = i.provider.append_key(h, keys) as usize as *mut c_void;
+        let mut set = KeySet::default();
+        if !keys.is_null() {
+            for key in std::slice::from_raw_parts(keys, count) {
+                set.push(kind, &buffers(key.key_parts, key.key_parts_num));
+            }
+        }
+        (*handle).opaque = i.provider.append_key(h, &set) as usize as *mut c_void;
         OK
     })
 }

@@ -54,6 +54,7 @@ impl Writer {
     }
 }
 
+#[derive(Clone)]
 pub struct Reader<'a> {
     rest: &'a [u8],
 }
@@ -91,8 +92,16 @@ impl<'a> Reader<'a> {
         }
     }
     pub fn bytes(&mut self) -> Result<Vec<u8>, DecodeError> {
+        Ok(self.bytes_in_place()?.to_vec())
+    }
+    /// A length-prefixed byte string, borrowed from the record.
+    pub fn bytes_in_place(&mut self) -> Result<&'a [u8], DecodeError> {
         let n = self.u32()? as usize;
-        Ok(self.take(n)?.to_vec())
+        self.take(n)
+    }
+    /// Bytes of a length both sides know, borrowed from the record.
+    pub fn fixed(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        self.take(n)
     }
     pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let mut a = [0u8; N];

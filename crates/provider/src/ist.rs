@@ -341,7 +341,7 @@ pub(crate) mod tests {
     /// A preload with one key chain, two synced members and a cut (also for the checkpoint's tests).
     pub(crate) fn preload() -> Preload {
         let mut index = CertificationIndex::new(10);
-        let keys = [Key::new(vec![b"db".to_vec(), b"t".to_vec()], KeyType::Update)];
+        let keys = [Key::new(vec![b"db".to_vec(), b"t".to_vec()], KeyType::Update)].into_iter().collect();
         let candidate = Candidate {
             seqno: 11,
             last_seen: 10,

@@ -3,7 +3,7 @@
 //!
 //! Writesets take a global seqno; control messages are ordered among them but take none
 //! (see docs/design/replication.md).
-use crate::certification::{Key, KeyType};
+use crate::certification::KeySet;
 use crate::types::{Gtid, Seqno, SourceTrx, Uuid};
 use lockstep_group::codec::{DecodeError, Reader, Writer};
 
@@ -19,7 +19,7 @@ pub struct Writeset {
     /// conflicts only after it.
     pub last_seen: Seqno,
     pub flags: u32,
-    pub keys: Vec<Key>,
+    pub keys: KeySet,
     pub data: Vec<u8>,
 }
 
@@ -89,13 +89,8 @@ impl Writeset {
         let mut w = header(WRITESET);
         put_uuid(&mut w, &self.source.node);
         w.u64(self.source.trx_id).u64(self.source.conn_id).u64(self.local_id);
-        w.u64(self.last_seen as u64).u32(self.flags).len(self.keys.len());
-        for key in &self.keys {
-            w.u8(key.kind as u8).len(key.parts.len());
-            for part in &key.parts {
-                w.bytes(part);
-            }
-        }
+        w.u64(self.last_seen as u64).u32(self.flags);
+        self.keys.encode(&mut w);
         w.u32(u32::try_from(self.data.len()).expect("bounded by repl.max_ws_size"));
         let mut bytes = self.data;
         bytes.splice(0..0, w.bytes);
@@ -112,13 +107,7 @@ impl Writeset {
             let local_id = r.u64()?;
             let last_seen = r.u64()? as Seqno;
             let flags = r.u32()?;
-            let count = r.len(2)?;
-            let mut keys = Vec::with_capacity(count);
-            for _ in 0..count {
-                let kind = KeyType::from_raw(u32::from(r.u8()?)).ok_or(DecodeError("unknown key type"))?;
-                let parts = (0..r.len(4)?).map(|_| r.bytes()).collect::<Result<Vec<_>, _>>()?;
-                keys.push(Key::new(parts, kind));
-            }
+            let keys = KeySet::decode(&mut r)?;
             let data_len = r.u32()? as usize;
             if r.remaining() != data_len {
                 return Err(DecodeError("writeset data length does not match the record"));
@@ -130,7 +119,7 @@ impl Writeset {
     }
 
     pub fn byte_len(&self) -> usize {
-        self.data.len() + self.keys.iter().map(Key::byte_len).sum::<usize>()
+        self.data.len() + self.keys.byte_len()
     }
 }
 
@@ -192,6 +181,7 @@ impl Control {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::certification::{Key, KeyType};
 
     #[test]
     fn writesets_and_controls_survive_the_trip() {
@@ -200,7 +190,7 @@ mod tests {
             local_id: 3,
             last_seen: -1,
             flags: 0x41,
-            keys: vec![Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update)],
+            keys: [Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update)].into_iter().collect(),
             data: b"rows".to_vec(),
         };
         assert_eq!(Writeset::decode(ws.clone().encode()).unwrap(), ws);
@@ -233,10 +223,12 @@ mod tests {
             local_id: 2,
             last_seen: 40,
             flags: 0x41,
-            keys: vec![
+            keys: [
                 Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update),
                 Key::new(vec![b"db".to_vec(), b"u".to_vec()], KeyType::Shared),
-            ],
+            ]
+            .into_iter()
+            .collect(),
             data: vec![9; 64],
         };
         let control = Control::StateRequest {
@@ -263,7 +255,7 @@ mod tests {
             local_id: 1,
             last_seen: 5,
             flags: 0,
-            keys: vec![],
+            keys: KeySet::default(),
             data: vec![1, 2, 3],
         }
         .encode();

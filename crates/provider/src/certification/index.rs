@@ -1,6 +1,6 @@
 //! The certification index: for each key chain and access type, the latest certified
 //! writeset that used it. See docs/design/certification.md for the rule and its reasons.
-use super::key::{chain_id, ChainHasher, ChainId, Key, KeyType};
+use super::key::{ChainHasher, ChainId, KeySet, KeyType, Reference};
 use crate::types::{Seqno, Uuid, SEQNO_UNDEFINED};
 use lockstep_group::codec::{DecodeError, Reader, Writer};
 use std::collections::{BTreeMap, HashMap};
@@ -23,11 +23,11 @@ struct Origin {
     isolation: bool,
 }
 
-/// A certified writeset still in the index: its origin and the (chain, type) pairs it set.
+/// A certified writeset still in the index: its origin and the chains it set, with their types.
 #[derive(Debug, Clone)]
 struct Certified {
     origin: Origin,
-    chains: Vec<(ChainId, KeyType)>,
+    chains: Vec<Reference>,
 }
 
 /// Per chain, the seqno of the latest certified writeset of each key type (`NO_WRITESET`:
@@ -60,7 +60,7 @@ pub struct Candidate<'a> {
     pub seqno: Seqno,
     pub last_seen: Seqno,
     pub source: Uuid,
-    pub keys: &'a [Key],
+    pub keys: &'a KeySet,
     pub isolation: bool,
     pub pa_unsafe: bool,
     pub implicit_deps: bool,
@@ -128,27 +128,33 @@ impl CertificationIndex {
     /// Sorted by chain. Prefixes (a database, a table) repeat across a writeset's rows and
     /// are gathered apart; full keys go into one vector, sorted once: a million-row writeset
     /// no longer builds a tree of a million nodes.
-    fn expand(keys: &[Key]) -> Vec<(ChainId, KeyType)> {
+    fn expand(keys: &KeySet) -> Vec<Reference> {
         let mut prefixes: BTreeMap<ChainId, KeyType> = BTreeMap::new();
-        let mut chains: Vec<(ChainId, KeyType)> = Vec::with_capacity(keys.len());
-        for key in keys {
-            for len in 1..key.parts.len() {
-                prefixes.entry(chain_id(&key.parts[..len])).or_insert(KeyType::Shared);
-            }
-            if !key.parts.is_empty() {
-                chains.push((chain_id(&key.parts), key.kind));
+        let mut chains: Vec<Reference> = Vec::with_capacity(keys.len());
+        for key in keys.iter() {
+            let whole = key.part_count();
+            for (len, chain) in (1..).zip(key.chain_ids()) {
+                if len < whole {
+                    prefixes.entry(chain).or_insert(KeyType::Shared);
+                } else {
+                    chains.push(Reference::new(chain, key.kind));
+                }
             }
         }
-        chains.extend(prefixes);
-        chains.sort_unstable_by_key(|(chain, _)| *chain);
-        // One type per chain, the strongest.
+        chains.extend(prefixes.into_iter().map(|(chain, kind)| Reference::new(chain, kind)));
+        chains.sort_unstable();
+        // One type per chain, the strongest: the last of its run.
         chains.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
+            let same = later.chain() == kept.chain();
             if same {
-                kept.1 = kept.1.max(later.1);
+                *kept = *later;
             }
             same
         });
+        // A row's key often comes twice (before and after images): keep only what is used.
+        if chains.capacity() > 2 * chains.len() + 1024 {
+            chains.shrink_to_fit();
+        }
         chains
     }
 
@@ -171,14 +177,15 @@ impl CertificationIndex {
         if !self.optimistic_pa {
             depends_on = depends_on.max(w.last_seen);
         }
-        for (chain, new_type) in &chains {
-            let Some(entry) = self.entries.get(chain) else { continue };
+        for reference in &chains {
+            let new_type = reference.kind();
+            let Some(entry) = self.entries.get(&reference.chain()) else { continue };
             for earlier_type in KeyType::ALL {
                 let earlier = entry.latest[earlier_type as usize];
                 if earlier == NO_WRITESET || earlier <= self.purged_upto {
                     continue;
                 }
-                match relation(earlier_type, *new_type) {
+                match relation(earlier_type, new_type) {
                     Relation::None => {}
                     Relation::Dependency => depends_on = depends_on.max(earlier),
                     Relation::ConflictCandidate => {
@@ -205,8 +212,8 @@ impl CertificationIndex {
         // At most one growth of the table for the whole writeset, not a doubling after
         // another (each one touching every bucket again).
         self.entries.reserve(chains.len());
-        for (chain, kind) in &chains {
-            self.entries.entry(*chain).or_default().latest[*kind as usize] = w.seqno;
+        for reference in &chains {
+            self.entries.entry(reference.chain()).or_default().latest[reference.kind() as usize] = w.seqno;
         }
         let origin = Origin { source: w.source, isolation: w.isolation };
         self.certified.insert(w.seqno, Certified { origin, chains });
@@ -223,8 +230,8 @@ impl CertificationIndex {
         w.u64(self.initial_position as u64).u64(self.last_pa_unsafe as u64).len(live.clone().count());
         for (seqno, Certified { origin, chains }) in live {
             w.u64(*seqno as u64).fixed(&origin.source.0).bool(origin.isolation).len(chains.len());
-            for (chain, kind) in chains {
-                w.fixed(&chain.to_le_bytes()).u8(*kind as u8);
+            for reference in chains {
+                w.fixed(&reference.chain().to_le_bytes()).u8(reference.kind() as u8);
             }
         }
     }
@@ -250,10 +257,10 @@ impl CertificationIndex {
             let origin = Origin { source: Uuid(r.array()?), isolation: r.bool()? };
             let mut chains = Vec::new();
             for _ in 0..r.len(17)? {
-                let chain = ChainId::from_le_bytes(r.array()?);
+                let chain = ChainId::from_le_bytes(r.array()?) & !3;
                 let kind = KeyType::from_raw(u32::from(r.u8()?)).ok_or(DecodeError("unknown key type"))?;
                 index.entries.entry(chain).or_default().latest[kind as usize] = seqno;
-                chains.push((chain, kind));
+                chains.push(Reference::new(chain, kind));
             }
             index.certified.insert(seqno, Certified { origin, chains });
         }
@@ -280,10 +287,11 @@ impl CertificationIndex {
             let chains = &mut entry.get_mut().chains;
             let take = chains.len().min(budget);
             budget -= take;
-            for (chain, kind) in chains.drain(chains.len() - take..) {
+            for reference in chains.drain(chains.len() - take..) {
+                let chain = reference.chain();
                 if let Some(e) = self.entries.get_mut(&chain) {
-                    if e.latest[kind as usize] == seqno {
-                        e.latest[kind as usize] = NO_WRITESET;
+                    if e.latest[reference.kind() as usize] == seqno {
+                        e.latest[reference.kind() as usize] = NO_WRITESET;
                     }
                     if e.latest.iter().all(|&s| s == NO_WRITESET) {
                         self.entries.remove(&chain);
@@ -314,6 +322,7 @@ impl CertificationIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::certification::Key;
 
     const A: Uuid = Uuid([1; 16]);
     const B: Uuid = Uuid([2; 16]);
@@ -326,7 +335,15 @@ mod tests {
         Key::new(vec![b"db".to_vec(), name.as_bytes().to_vec()], KeyType::Exclusive)
     }
 
-    fn trx<'a>(seqno: Seqno, last_seen: Seqno, source: Uuid, keys: &'a [Key]) -> Candidate<'a> {
+    fn set(keys: &[Key]) -> KeySet {
+        keys.iter().cloned().collect()
+    }
+
+    fn chain_id(parts: &[Vec<u8>]) -> ChainId {
+        super::super::key::chain_ids(parts.iter().map(Vec::as_slice)).last().expect("a part at least")
+    }
+
+    fn trx<'a>(seqno: Seqno, last_seen: Seqno, source: Uuid, keys: &'a KeySet) -> Candidate<'a> {
         Candidate {
             seqno,
             last_seen,
@@ -342,7 +359,7 @@ mod tests {
     #[test]
     fn concurrent_updates_of_one_row_from_two_members_conflict() {
         let mut index = CertificationIndex::new(0);
-        let k = [row("t", 1, KeyType::Update)];
+        let k = set(&[row("t", 1, KeyType::Update)]);
         assert!(matches!(index.certify(&trx(1, 0, A, &k)), Verdict::Pass { .. }));
         assert_eq!(index.certify(&trx(2, 0, B, &k)), Verdict::Fail);
         // Having seen seqno 1, the same update certifies and depends on it.
@@ -352,10 +369,10 @@ mod tests {
     #[test]
     fn a_later_fragment_applies_after_everything_before_it() {
         let mut index = CertificationIndex::new(0);
-        assert!(matches!(index.certify(&trx(1, 0, A, &[row("t", 1, KeyType::Update)])), Verdict::Pass { .. }));
-        assert!(matches!(index.certify(&trx(2, 0, B, &[row("t", 2, KeyType::Update)])), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(&trx(1, 0, A, &set(&[row("t", 1, KeyType::Update)]))), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(&trx(2, 0, B, &set(&[row("t", 2, KeyType::Update)]))), Verdict::Pass { .. }));
         // Unrelated keys, yet it waits for seqno 2: its own first fragment may be any earlier one.
-        let keys = [row("t", 3, KeyType::Update)];
+        let keys = set(&[row("t", 3, KeyType::Update)]);
         let later = Candidate { continues_stream: true, ..trx(3, 1, A, &keys) };
         assert_eq!(index.certify(&later), Verdict::Pass { depends_on: 2 });
     }
@@ -363,7 +380,7 @@ mod tests {
     #[test]
     fn writesets_of_one_member_never_conflict_with_each_other() {
         let mut index = CertificationIndex::new(0);
-        let k = [row("t", 1, KeyType::Exclusive)];
+        let k = set(&[row("t", 1, KeyType::Exclusive)]);
         assert!(matches!(index.certify(&trx(1, 0, A, &k)), Verdict::Pass { .. }));
         assert_eq!(index.certify(&trx(2, 0, A, &k)), Verdict::Pass { depends_on: 1 });
     }
@@ -371,66 +388,75 @@ mod tests {
     #[test]
     fn references_do_not_conflict_but_exclusive_after_reference_does() {
         let mut index = CertificationIndex::new(0);
-        let parent_ref = [row("parent", 7, KeyType::Reference)];
+        let parent_ref = set(&[row("parent", 7, KeyType::Reference)]);
         assert!(matches!(index.certify(&trx(1, 0, A, &parent_ref)), Verdict::Pass { .. }));
         assert!(matches!(index.certify(&trx(2, 0, B, &parent_ref)), Verdict::Pass { .. }));
-        let parent_delete = [row("parent", 7, KeyType::Exclusive)];
+        let parent_delete = set(&[row("parent", 7, KeyType::Exclusive)]);
         assert_eq!(index.certify(&trx(3, 0, A, &parent_delete)), Verdict::Fail);
     }
 
     #[test]
     fn isolation_wins_even_against_the_same_member() {
         let mut index = CertificationIndex::new(0);
-        let ddl = [table("t")];
+        let ddl = set(&[table("t")]);
         let toi = Candidate { isolation: true, ..trx(1, 0, A, &ddl) };
         assert_eq!(index.certify(&toi), Verdict::Pass { depends_on: 0 });
         // A row change on t from the same member that had not seen the DDL fails
         // through the branch key [db, t].
-        assert_eq!(index.certify(&trx(2, 0, A, &[row("t", 1, KeyType::Update)])), Verdict::Fail);
-        assert_eq!(index.certify(&trx(3, 1, A, &[row("t", 1, KeyType::Update)])), Verdict::Pass { depends_on: 1 });
+        assert_eq!(index.certify(&trx(2, 0, A, &set(&[row("t", 1, KeyType::Update)]))), Verdict::Fail);
+        assert_eq!(
+            index.certify(&trx(3, 1, A, &set(&[row("t", 1, KeyType::Update)]))),
+            Verdict::Pass { depends_on: 1 }
+        );
     }
 
     #[test]
     fn unrelated_rows_may_apply_in_parallel() {
         let mut index = CertificationIndex::new(0);
-        assert!(matches!(index.certify(&trx(1, 0, A, &[row("t", 1, KeyType::Update)])), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(&trx(1, 0, A, &set(&[row("t", 1, KeyType::Update)]))), Verdict::Pass { .. }));
         // Depends only on what was still in the index below it (the floor), not on seqno 1.
-        assert_eq!(index.certify(&trx(2, 1, B, &[row("t", 2, KeyType::Update)])), Verdict::Pass { depends_on: 0 });
+        assert_eq!(
+            index.certify(&trx(2, 1, B, &set(&[row("t", 2, KeyType::Update)]))),
+            Verdict::Pass { depends_on: 0 }
+        );
     }
 
     #[test]
     fn pa_unsafe_writesets_serialise_what_follows() {
         let mut index = CertificationIndex::new(0);
-        let keys = [row("t", 1, KeyType::Update)];
+        let keys = set(&[row("t", 1, KeyType::Update)]);
         let unsafe_ws = Candidate { pa_unsafe: true, ..trx(1, 0, A, &keys) };
         assert_eq!(index.certify(&unsafe_ws), Verdict::Pass { depends_on: 0 });
-        assert_eq!(index.certify(&trx(2, 1, B, &[row("u", 9, KeyType::Update)])), Verdict::Pass { depends_on: 1 });
+        assert_eq!(
+            index.certify(&trx(2, 1, B, &set(&[row("u", 9, KeyType::Update)]))),
+            Verdict::Pass { depends_on: 1 }
+        );
     }
 
     #[test]
     fn windows_that_are_too_long_or_predate_the_history_fail() {
         let mut index = CertificationIndex::new(10);
-        assert_eq!(index.certify(&trx(11, 9, A, &[])), Verdict::Fail);
-        assert_eq!(index.certify(&trx(20_000, 11, A, &[])), Verdict::Fail);
+        assert_eq!(index.certify(&trx(11, 9, A, &set(&[]))), Verdict::Fail);
+        assert_eq!(index.certify(&trx(20_000, 11, A, &set(&[]))), Verdict::Fail);
     }
 
     #[test]
     fn an_index_sent_to_a_joiner_gives_the_same_verdicts() {
         let mut donor = CertificationIndex::new(3);
-        let toi = [table("u")];
-        donor.certify(&trx(4, 3, A, &[row("t", 1, KeyType::Update), row("t", 2, KeyType::Reference)]));
+        let toi = set(&[table("u")]);
+        donor.certify(&trx(4, 3, A, &set(&[row("t", 1, KeyType::Update), row("t", 2, KeyType::Reference)])));
         donor.certify(&Candidate { isolation: true, ..trx(5, 4, B, &toi) });
-        donor.certify(&Candidate { pa_unsafe: true, ..trx(6, 5, B, &[row("t", 1, KeyType::Update)]) });
+        donor.certify(&Candidate { pa_unsafe: true, ..trx(6, 5, B, &set(&[row("t", 1, KeyType::Update)])) });
         donor.purge_upto(4);
         let mut w = Writer::default();
         donor.encode(&mut w);
         let mut joiner = CertificationIndex::decode(&mut Reader::new(&w.bytes), true).unwrap();
         assert_eq!(joiner.size(), donor.size());
-        let probes: [(Seqno, Seqno, Uuid, Vec<Key>); 4] = [
-            (7, 5, A, vec![row("t", 1, KeyType::Update)]),
-            (8, 4, A, vec![row("u", 3, KeyType::Update)]),
-            (9, 6, B, vec![row("t", 2, KeyType::Exclusive)]),
-            (10, 2, B, vec![]),
+        let probes: [(Seqno, Seqno, Uuid, KeySet); 4] = [
+            (7, 5, A, set(&[row("t", 1, KeyType::Update)])),
+            (8, 4, A, set(&[row("u", 3, KeyType::Update)])),
+            (9, 6, B, set(&[row("t", 2, KeyType::Exclusive)])),
+            (10, 2, B, set(&[])),
         ];
         for (seqno, last_seen, source, keys) in &probes {
             let probe = trx(*seqno, *last_seen, *source, keys);
@@ -444,7 +470,7 @@ mod tests {
     #[test]
     fn purge_forgets_old_writesets() {
         let mut index = CertificationIndex::new(0);
-        let k = [row("t", 1, KeyType::Update)];
+        let k = set(&[row("t", 1, KeyType::Update)]);
         assert!(matches!(index.certify(&trx(1, 0, A, &k)), Verdict::Pass { .. }));
         assert_eq!(index.size(), 3, "row key plus two branch keys");
         index.purge_upto(1);
@@ -458,26 +484,29 @@ mod tests {
     fn a_writeset_sets_each_chain_once_with_its_strongest_type_in_chain_order() {
         // Two rows of one table (their prefixes shared), the same row twice, and the table
         // itself as an exclusive key, stronger than the SHARED prefix the rows give it.
-        let keys =
-            [row("t", 1, KeyType::Reference), row("t", 2, KeyType::Update), row("t", 1, KeyType::Update), table("t")];
+        let keys = set(&[
+            row("t", 1, KeyType::Reference),
+            row("t", 2, KeyType::Update),
+            row("t", 1, KeyType::Update),
+            table("t"),
+        ]);
         let chains = CertificationIndex::expand(&keys);
-        let expected: BTreeMap<ChainId, KeyType> = [
-            (chain_id(&[b"db".to_vec()]), KeyType::Shared),
-            (chain_id(&[b"db".to_vec(), b"t".to_vec()]), KeyType::Exclusive),
-            (chain_id(&row("t", 1, KeyType::Update).parts), KeyType::Update),
-            (chain_id(&row("t", 2, KeyType::Update).parts), KeyType::Update),
-        ]
-        .into();
-        assert_eq!(chains, expected.into_iter().collect::<Vec<_>>());
+        let mut expected = vec![
+            Reference::new(chain_id(&[b"db".to_vec()]), KeyType::Shared),
+            Reference::new(chain_id(&[b"db".to_vec(), b"t".to_vec()]), KeyType::Exclusive),
+            Reference::new(chain_id(&row("t", 1, KeyType::Update).parts), KeyType::Update),
+            Reference::new(chain_id(&row("t", 2, KeyType::Update).parts), KeyType::Update),
+        ];
+        expected.sort();
+        assert_eq!(chains, expected);
     }
 
     #[test]
     fn a_big_writeset_reclaimed_gives_its_memory_back() {
         let mut index = CertificationIndex::new(0);
-        let big: Vec<Key> =
-            (0..200_000u32).map(|i| Key::new(vec![i.to_be_bytes().to_vec()], KeyType::Update)).collect();
+        let big: KeySet = (0..200_000u32).map(|i| Key::new(vec![i.to_be_bytes().to_vec()], KeyType::Update)).collect();
         assert!(matches!(index.certify(&trx(1, 0, A, &big)), Verdict::Pass { .. }));
-        let small = [Key::new(vec![b"row".to_vec()], KeyType::Update)];
+        let small = set(&[Key::new(vec![b"row".to_vec()], KeyType::Update)]);
         assert!(matches!(index.certify(&trx(2, 1, A, &small)), Verdict::Pass { .. }));
         assert!(index.capacity() >= 200_000);
         index.purge_upto(1);
@@ -490,7 +519,7 @@ mod tests {
     #[test]
     fn a_purged_writeset_counts_for_nothing_at_once_and_leaves_memory_a_slice_at_a_time() {
         let mut index = CertificationIndex::new(0);
-        let big: Vec<Key> =
+        let big: KeySet =
             (0..RECLAIM_CHAINS as u32 * 2).map(|i| Key::new(vec![i.to_be_bytes().to_vec()], KeyType::Update)).collect();
         assert!(matches!(index.certify(&trx(1, 0, A, &big)), Verdict::Pass { .. }));
         let mut eager = index.clone();
@@ -498,7 +527,7 @@ mod tests {
         assert!(index.size() > RECLAIM_CHAINS / 2, "not all at once: {}", index.size());
         // Certification already sees it gone: a writeset of another member that had not seen
         // seqno 1 passes (with nothing certified left, it waits for what precedes it).
-        let second = [Key::new(vec![5u32.to_be_bytes().to_vec()], KeyType::Update)];
+        let second = set(&[Key::new(vec![5u32.to_be_bytes().to_vec()], KeyType::Update)]);
         assert_eq!(index.certify(&trx(2, 0, B, &second)), Verdict::Pass { depends_on: 1 });
         // As an index purged in one go would say, and its encoding is the same.
         while eager.certified.first_key_value().is_some_and(|(s, _)| *s <= 1) {

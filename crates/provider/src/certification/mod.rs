@@ -4,4 +4,4 @@ mod index;
 mod key;
 
 pub use index::{Candidate, CertificationIndex, Verdict, CERT_MAX_LENGTH, PA_RANGE_MAX};
-pub use key::{Key, KeyType};
+pub use key::{Key, KeyRef, KeySet, KeyType};

@@ -269,7 +269,7 @@ enum TrxState {
 #[derive(Debug)]
 struct LocalTrx {
     trx_id: u64,
-    keys: Vec<crate::certification::Key>,
+    keys: crate::certification::KeySet,
     /// The writeset's data: collected while executing, given to the writeset when certified,
     /// taken back from the delivered writeset (for a replay).
     data: Vec<u8>,
@@ -289,7 +289,7 @@ impl LocalTrx {
     fn new(trx_id: u64, conn_id: u64) -> Self {
         LocalTrx {
             trx_id,
-            keys: Vec::new(),
+            keys: Default::default(),
             data: Vec::new(),
             state: TrxState::Executing,
             flags: 0,

@@ -6,7 +6,7 @@ use super::apply::{primary_view, Event};
 use super::phase::{CatchUp, Component, Phase};
 use super::{Core, InFlight};
 use crate::application::{Member, View, ViewStatus};
-use crate::certification::{Candidate, CertificationIndex, Verdict};
+use crate::certification::{Candidate, CertificationIndex, KeySet, Verdict};
 use crate::checkpoint::Checkpoint;
 use crate::state_transfer::choose_donor;
 use crate::types::{flags, Gtid, Seqno, Status, Uuid};
@@ -414,7 +414,7 @@ impl<W: Clone + PartialEq> Core<W> {
             // Certified before the checkpoint: its verdict is kept there.
             let failed = self.ordering.verdicts.failed_in(seqno, seqno).is_some_and(|f| !f.is_empty());
             self.ordering.delivered = seqno;
-            let ws = Writeset { keys: Vec::new(), ..ws };
+            let ws = Writeset { keys: KeySet::default(), ..ws };
             if !(self.has_state() && seqno <= self.committed.last_contiguous()) {
                 let event = Event::Apply { seqno, writeset: Box::new(ws), depends_on: seqno - 1, failed };
                 self.push_event(event);
@@ -449,7 +449,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let bytes = ws.byte_len() as i64;
         // The index keeps what it needs of the keys, and applying needs none: a big
         // writeset's keys (one per row) are not held while it waits and applies.
-        ws.keys = Vec::new();
+        ws.keys = KeySet::default();
         self.ordering.bytes_since_checkpoint += bytes as u64;
         let c = &mut self.counters;
         c.received += 1;

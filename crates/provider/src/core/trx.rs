@@ -2,7 +2,7 @@
 //! brute-force abort and replay; and isolated statements (TOI), which are ordered the same way.
 use super::{Core, InFlight, LocalTrx, TrxState};
 use crate::application::{WsHandle, TRX_ID_UNDEFINED};
-use crate::certification::{Key, KeyType, Verdict};
+use crate::certification::{Key, KeySet, KeyType, Verdict};
 use crate::types::{flags, Gtid, Seqno, SourceTrx, Status, TrxMeta, Uuid, SEQNO_UNDEFINED};
 use crate::writeset::Writeset;
 
@@ -68,9 +68,9 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     /// Adds keys to the transaction's writeset; returns its token for the handle's `opaque`.
-    pub fn append_key(&mut self, handle: WsHandle, keys: Vec<Key>) -> u64 {
+    pub fn append_key(&mut self, handle: WsHandle, keys: &KeySet) -> u64 {
         let id = self.open_trx(handle);
-        self.trxs.get_mut(&id).expect("just opened").keys.extend(keys);
+        self.trxs.get_mut(&id).expect("just opened").keys.append(keys);
         id
     }
 
@@ -90,7 +90,7 @@ impl<W: Clone + PartialEq> Core<W> {
         &mut self,
         source: SourceTrx,
         ws_flags: u32,
-        keys: Vec<Key>,
+        keys: KeySet,
         data: Vec<u8>,
         trx: Option<u64>,
     ) -> (Writeset, u64) {
@@ -101,7 +101,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let queued = self.send_queue_len();
         self.counters.send_queue.sample(queued);
         let ws = Writeset { source, local_id, last_seen, flags: ws_flags, keys, data };
-        let keys_bytes: usize = ws.keys.iter().map(Key::byte_len).sum();
+        let keys_bytes = ws.keys.byte_len();
         let c = &mut self.counters;
         c.replicated += 1;
         c.repl_keys += ws.keys.len() as i64;
@@ -136,7 +136,7 @@ impl<W: Clone + PartialEq> Core<W> {
         if !can_replicate {
             return Some(CertifyStart::Done(Status::ConnFail, unordered));
         }
-        let size = trx.data.len() + trx.keys.iter().map(Key::byte_len).sum::<usize>();
+        let size = trx.data.len() + trx.keys.byte_len();
         if size as u64 > max_size {
             log::warn!(
                 "writeset of trx {} is {size} bytes, over the limit of {max_size} (repl.max_ws_size, and what \
@@ -319,7 +319,7 @@ impl<W: Clone + PartialEq> Core<W> {
             local_id,
             last_seen: self.committed.last_contiguous(),
             flags: flags::ROLLBACK | flags::PA_UNSAFE,
-            keys: Vec::new(),
+            keys: KeySet::default(),
             data,
         };
         self.ordering.rollbacks.insert(local_id, (writeset.clone(), false));
@@ -446,7 +446,7 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         let (key_parts, data) = statement.take().expect("taken only once, when ordered");
         // The v26 call carries no key types: every isolation key is exclusive.
-        let keys: Vec<Key> = key_parts.into_iter().map(|parts| Key::new(parts, KeyType::Exclusive)).collect();
+        let keys = key_parts.into_iter().map(|parts| Key::new(parts, KeyType::Exclusive)).collect();
         Some(Ok(self.prepare_writeset(source, ws_flags | flags::ISOLATION, keys, data, None)))
     }
 

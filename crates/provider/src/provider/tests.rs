@@ -3,7 +3,7 @@
 //! `last_committed_id` inside the view callback).
 use super::*;
 use crate::application::{Applied, ApplyRequest, CallbackFailed, RecvCtx, View, WsHandle};
-use crate::certification::{Key, KeyType};
+use crate::certification::{Key, KeySet, KeyType};
 use crate::grastate::FILE_NAME;
 use crate::types::{flags, Status, TrxMeta};
 use crate::types::{Seqno, Uuid};
@@ -146,12 +146,12 @@ fn handle(trx_id: u64) -> WsHandle {
     WsHandle { trx_id, opaque: 0 }
 }
 
-fn row_key(id: u8) -> Vec<Key> {
+fn row_key(id: u8) -> KeySet {
     table_row_key(b"t", id)
 }
 
-fn table_row_key(table: &[u8], id: u8) -> Vec<Key> {
-    vec![Key::new(vec![b"db".to_vec(), table.to_vec(), vec![id]], KeyType::Update)]
+fn table_row_key(table: &[u8], id: u8) -> KeySet {
+    [Key::new(vec![b"db".to_vec(), table.to_vec(), vec![id]], KeyType::Update)].into_iter().collect()
 }
 
 /// Appends a row change and certifies it; returns the handle as the server keeps it.
@@ -159,8 +159,8 @@ fn certified(node: &Node, trx_id: u64, row: u8) -> (WsHandle, TrxMeta) {
     certified_keys(node, trx_id, row_key(row))
 }
 
-fn certified_keys(node: &Node, trx_id: u64, keys: Vec<Key>) -> (WsHandle, TrxMeta) {
-    let opaque = node.provider.append_key(handle(trx_id), keys);
+fn certified_keys(node: &Node, trx_id: u64, keys: KeySet) -> (WsHandle, TrxMeta) {
+    let opaque = node.provider.append_key(handle(trx_id), &keys);
     let h = WsHandle { trx_id, opaque };
     node.provider.append_data(h, &[b"row events"]);
     let (status, meta) = node.provider.certify(7, h, flags::TRX_START | flags::TRX_END);
@@ -195,7 +195,7 @@ fn each_commit_advances_last_committed_by_one() {
     // Read-only and rolled-back transactions never reach the order.
     assert_eq!(node.provider.release(handle(11)), Status::Ok);
     assert_eq!(node.provider.release(WsHandle { trx_id: crate::application::TRX_ID_UNDEFINED, opaque: 0 }), Status::Ok);
-    let opaque = node.provider.append_key(handle(12), row_key(2));
+    let opaque = node.provider.append_key(handle(12), &row_key(2));
     assert_eq!(node.provider.release(WsHandle { trx_id: 12, opaque }), Status::Ok);
     assert_eq!(node.last_committed(), 2);
 }
@@ -216,7 +216,7 @@ fn isolation_waits_for_earlier_commits_and_holds_later_ones() {
     assert!(node.saved_state().contains("00000000-0000-0000-0000-000000000000"), "unsafe while DDL runs");
     // A change to that table which had not seen the DDL fails certification, and still
     // passes its seqno (4) through commit order, as the server does.
-    let failed = WsHandle { trx_id: 22, opaque: node.provider.append_key(handle(22), row_key(9)) };
+    let failed = WsHandle { trx_id: 22, opaque: node.provider.append_key(handle(22), &row_key(9)) };
     let (status, failed_meta) = node.provider.certify(1, failed, 0x41);
     assert_eq!((status, failed_meta.gtid.seqno), (Status::TrxFail, 4));
     // One on another table, ordered after the DDL (seqno 5), cannot commit before it ends.
@@ -256,7 +256,7 @@ fn brute_force_abort_of_an_ordered_transaction_leads_to_replay() {
 fn abort_rules_for_unordered_and_earlier_transactions() {
     let node = Node::bootstrap("abort-rules");
     assert_eq!(node.provider.abort_certification(10, 777), (Status::Ok, -1), "unknown victims are fine");
-    let opaque = node.provider.append_key(handle(40), row_key(1));
+    let opaque = node.provider.append_key(handle(40), &row_key(1));
     assert_eq!(node.provider.abort_certification(10, 40), (Status::Ok, -1));
     let (status, meta) = node.provider.certify(1, WsHandle { trx_id: 40, opaque }, 0x41);
     assert_eq!((status, meta.gtid), (Status::TrxFail, Gtid::UNDEFINED), "aborted before ordering: not replicated");
@@ -302,7 +302,7 @@ fn pause_drains_and_saves_the_position() {
     assert_eq!(pause.join().unwrap(), 2);
     assert!(node.saved_state().contains("seqno:   2"));
     // New writes wait while paused.
-    let opaque = node.provider.append_key(handle(61), row_key(2));
+    let opaque = node.provider.append_key(handle(61), &row_key(2));
     let provider = node.provider.clone();
     let writer = thread::spawn(move || provider.certify(1, WsHandle { trx_id: 61, opaque }, 0x41));
     thread::sleep(Duration::from_millis(30));
@@ -372,7 +372,7 @@ fn oversized_writesets_are_refused_before_ordering() {
 /// Certifies one fragment of streaming transaction `trx_id` (the server passes the handle
 /// back with its `opaque` cleared by the previous release).
 fn fragment(node: &Node, trx_id: u64, row: u8, ws_flags: u32) -> (WsHandle, Status, TrxMeta) {
-    let opaque = node.provider.append_key(handle(trx_id), row_key(row));
+    let opaque = node.provider.append_key(handle(trx_id), &row_key(row));
     let h = WsHandle { trx_id, opaque };
     node.provider.append_data(h, &[format!("fragment {row}").as_bytes()]);
     let (status, meta) = node.provider.certify(7, h, ws_flags);

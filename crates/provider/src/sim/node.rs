@@ -518,7 +518,7 @@ impl Node {
         self.next_trx += 1;
         let handle = WsHandle { trx_id: id, opaque: 0 };
         let keys = writes.iter().map(|(k, _)| row_key(*k)).collect();
-        let token = self.core().append_key(handle, keys);
+        let token = self.core().append_key(handle, &keys);
         let data = encode_writes(&writes);
         self.core().append_data(WsHandle { trx_id: id, opaque: token }, &[&data]);
         let until_ms = env.now_ms + env.rng.range(0, 40);
