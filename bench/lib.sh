@@ -122,6 +122,18 @@ bench_cluster_up() {
     fi
 }
 
+# bench_restart_with DIR PROVIDER NODE OPTIONS NODES: stops node NODE of the NODES-node cluster
+# in DIR, adds OPTIONS to its provider options and brings it back (`lockstep cluster up --dir`,
+# as an operator would: the other nodes stay up).
+bench_restart_with() {
+    local dir=$1 provider=$2 n=$3 options=$4 nodes=$5 pid
+    pid=$(cat "$dir/node$n/mariadbd.pid")
+    mariadb-admin --no-defaults -S "$dir/node$n/mariadbd.sock" -uroot shutdown || return 1
+    timeout 60 tail --pid="$pid" -f /dev/null
+    sed -i "s/^\(wsrep_provider_options = \".*\)\"\$/\1;$options\"/" "$dir/node$n/my.cnf"
+    bench_cluster_up "$dir" "$provider" "$nodes" "$dir-up$n.log"
+}
+
 # bench_cluster_check DIR [SIZE (3)]: every node of the cluster in DIR is Synced in a primary
 # component of SIZE; waits up to 60 s for joiners to finish catching up. On failure, prints
 # the first node that is not and its state.

@@ -66,17 +66,6 @@ count_connections() {
 
 counted_bytes() { iptables -L "$chain" -n -v -x | awk 'NR > 2 { sum += $2 } END { print sum + 0 }'; }
 
-# restart_with DIR LIBRARY NODE OPTIONS: stops the node, adds OPTIONS to its provider options
-# and brings it back (`lockstep cluster up --dir`).
-restart_with() {
-    local dir=$1 library=$2 n=$3 options=$4 pid
-    pid=$(pid_of "$dir/node$n")
-    mariadb-admin --no-defaults -S "$dir/node$n/mariadbd.sock" -uroot shutdown || return 1
-    timeout 60 tail --pid="$pid" -f /dev/null
-    sed -i "s/^\(wsrep_provider_options = \".*\)\"\$/\1;$options\"/" "$dir/node$n/my.cnf"
-    bench_cluster_up "$dir" "$library" 3 "$dir-up$n.log"
-}
-
 # new_values: WRITES UPDATE statements of row 1, each with a new ROW_BYTES-byte value.
 new_values() {
     if [[ $data == repeat ]]; then
@@ -95,13 +84,13 @@ run() {
     local name=$1 library=$2 layout=$3 dir=$work/$1-$3 socket rules before after replicated0 replicated1 n
     bench_cluster_up "$dir" "$library" 3 "$dir-up.log" || { echo "$name $layout: FAILED (cluster up)"; return 1; }
     if [[ $layout == compressed ]]; then
-        restart_with "$dir" "$library" 1 "socket.compression=yes" || { echo "$name $layout: FAILED (restart of node 1)"; return 1; }
+        bench_restart_with "$dir" "$library" 1 "socket.compression=yes" 3 || { echo "$name $layout: FAILED (restart of node 1)"; return 1; }
     fi
     if [[ $layout != flat ]]; then
         local options="gmcast.segment=1"
         [[ $layout == compressed ]] && options+=";socket.compression=yes"
         for n in 2 3; do
-            restart_with "$dir" "$library" "$n" "$options" || { echo "$name $layout: FAILED (restart of node $n)"; return 1; }
+            bench_restart_with "$dir" "$library" "$n" "$options" 3 || { echo "$name $layout: FAILED (restart of node $n)"; return 1; }
         done
     fi
     bench_cluster_check "$dir" || { echo "$name $layout: FAILED (not synced)"; return 1; }

@@ -29,6 +29,10 @@ const TRANSFER_BYTES_PER_MS: u64 = 10 << 10;
 /// segment (its lost messages are sent again, as Raft resends).
 const RELAY_SILENT_HEARTBEATS: u64 = 3;
 
+/// A leader's cache may hold this many times `gcache.size` for a follower that has not
+/// received it yet (`purge_cache`).
+const LAGGING_FOLLOWER_SLACK: u64 = 2;
+
 /// What a member reports about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
@@ -1922,8 +1926,12 @@ impl<S: LogStore> Member<S> {
         self.recv_queue.front().map_or(self.applied.position.index, |(index, _)| index.saturating_sub(1))
     }
 
-    /// Galera's gcache: drop the oldest applied entries beyond `gcache_bytes`.
+    /// Galera's gcache: drop the oldest applied entries beyond `gcache_bytes`. A leader keeps
+    /// what a follower of its configuration still lacks, up to `LAGGING_FOLLOWER_SLACK` times
+    /// that: a member that fell behind in receiving (a slow link, a busy machine) then catches
+    /// up from the log instead of needing a full state transfer.
     fn purge_cache(&mut self) -> io::Result<()> {
+        let lagging_follower_holds = self.lagging_follower_holds();
         while self.store.retained_bytes() > self.config.gcache_bytes {
             let Some(boundary) = self.checkpoints.pop_front() else {
                 break;
@@ -1931,8 +1939,11 @@ impl<S: LogStore> Member<S> {
             if boundary.position.index < self.store.first_index() {
                 continue;
             }
-            if boundary.position.index > self.handed_over() {
-                // The application has not taken these yet: a crash now would need them.
+            let needed_by_follower = boundary.position.index > lagging_follower_holds
+                && self.store.retained_bytes() <= LAGGING_FOLLOWER_SLACK * self.config.gcache_bytes;
+            if boundary.position.index > self.handed_over() || needed_by_follower {
+                // The application has not taken these yet (a crash now would need them), or
+                // a follower has not received them.
                 self.checkpoints.push_front(boundary);
                 break;
             }
@@ -1941,6 +1952,15 @@ impl<S: LogStore> Member<S> {
             }
         }
         Ok(())
+    }
+
+    /// Leader: the last index every follower of its configuration is known to hold.
+    fn lagging_follower_holds(&self) -> u64 {
+        if self.raft.role() != Role::Leader {
+            return u64::MAX;
+        }
+        let peers = self.raft.peers().into_iter();
+        peers.map(|peer| self.raft.follower_match_index(peer).unwrap_or(0)).min().unwrap_or(u64::MAX)
     }
 
     fn install_snapshot(&mut self, from: MemberId, state: AppliedState) {
@@ -2473,7 +2493,10 @@ mod tests {
     /// A primary group of one member per entry of `segments`, member i + 1 in `segments[i]`;
     /// member 1 bootstraps and leads.
     fn group(segments: &[u8]) -> (Vec<Member<MemoryStore>>, u64) {
-        let config = GroupConfig::new("t");
+        group_with(&GroupConfig::new("t"), segments)
+    }
+
+    fn group_with(config: &GroupConfig, segments: &[u8]) -> (Vec<Member<MemoryStore>>, u64) {
         let in_segment = |id, segment| MemberInfo { segment, ..info(id) };
         let mut members = vec![Member::bootstrap(
             in_segment(1, segments[0]),
@@ -2528,14 +2551,17 @@ mod tests {
     }
 
     /// One step of `members` (member i has id i + 1) over an in-memory wire, nothing reaching
-    /// `down`; returns the writeset bytes that crossed from one segment into another.
-    fn exchange(members: &mut [Member<MemoryStore>], now: u64, down: Option<MemberId>) -> usize {
-        let mut crossed = 0;
+    /// `down`; returns the writeset bytes that crossed from one segment into another, and how
+    /// many state gaps were delivered.
+    fn exchange(members: &mut [Member<MemoryStore>], now: u64, down: Option<MemberId>) -> (usize, usize) {
+        let (mut crossed, mut gaps) = (0, 0);
         let mut wire = Vec::new();
         for m in members.iter_mut() {
             m.tick(now);
             m.flush();
-            while m.pop_delivered().is_some() {}
+            while let Some(delivered) = m.pop_delivered() {
+                gaps += usize::from(delivered.kind == DeliveredKind::StateGap);
+            }
             let segment = m.info.segment;
             wire.extend(m.take_outbox().into_iter().map(|(to, message)| (segment, to, message)));
         }
@@ -2548,7 +2574,33 @@ mod tests {
                 receiver.receive(message);
             }
         }
-        crossed
+        (crossed, gaps)
+    }
+
+    #[test]
+    fn a_follower_behind_by_up_to_twice_the_cache_catches_up_from_the_leaders_log() {
+        let mut config = GroupConfig::new("t");
+        config.gcache_bytes = 64 << 10;
+        // 40 writesets of 2 KiB: past the cache, within twice it; 120: past both.
+        for (writes, gap_expected) in [(40u8, false), (120, true)] {
+            let (mut members, mut now) = group_with(&config, &[0, 0, 0]);
+            let first = members[0].status().last_seqno;
+            for i in 0..writes {
+                members[0].submit(vec![i; 2 << 10]).unwrap();
+                // Member 3 hears nothing, for less than the suspect timeout.
+                exchange(&mut members, now, Some(MemberId(3)));
+                now += 10;
+            }
+            let mut gaps = 0;
+            for _ in 0..200 {
+                gaps += exchange(&mut members, now, None).1;
+                now += 10;
+            }
+            assert_eq!(gaps > 0, gap_expected, "{writes} writesets: {gaps} state gaps");
+            if !gap_expected {
+                assert_eq!(members[2].status().last_seqno, first + u64::from(writes));
+            }
+        }
     }
 
     #[test]
@@ -2560,7 +2612,7 @@ mod tests {
         for _ in 0..5 {
             members[0].submit(writeset.clone()).unwrap();
             for _ in 0..10 {
-                crossed += exchange(&mut members, now, None);
+                crossed += exchange(&mut members, now, None).0;
                 now += 10;
             }
         }
