@@ -183,7 +183,7 @@ struct Engine {
     /// The thread that takes what others leave queued, and runs timeouts.
     ticker: OnceLock<thread::Thread>,
     inputs: Mutex<VecDeque<Event>>,
-    /// Submissions of ours waiting for their seqno, as of the last round.
+    /// Submissions of ours waiting for their seqno (read barriers aside), as of the last round.
     in_flight: AtomicUsize,
     /// `None` once the node stopped, or failed after a panic.
     driver: Mutex<Option<Driver>>,
@@ -238,7 +238,7 @@ impl Engine {
                     driver.fail(format!("group member panicked: {panic}"));
                     return;
                 }
-                self.in_flight.store(driver.replies.len(), Ordering::Relaxed);
+                self.in_flight.store(driver.replies.len() - driver.barriers_waiting, Ordering::Relaxed);
             }
         }
     }
@@ -412,6 +412,7 @@ impl GroupNode {
             outbox: Outbox::default(),
             shared: shared.clone(),
             replies: BTreeMap::new(),
+            barriers_waiting: 0,
             started: Instant::now(),
             last_periodic_ms: 0,
         };
@@ -638,6 +639,9 @@ struct Driver {
     outbox: Outbox,
     shared: Arc<Mutex<Shared>>,
     replies: BTreeMap<u64, Reply>,
+    /// How many of `replies` are read barriers: they do not count as in flight, so the
+    /// leader's answer to a causal read is taken on the reader's thread, not handed over.
+    barriers_waiting: usize,
     started: Instant,
     last_periodic_ms: u64,
 }
@@ -676,10 +680,13 @@ impl Driver {
                         self.call_sink(SinkCall::SubmitFailed(tag, e));
                     }
                 }
-                Some(Reply::Barrier(tag)) => match result {
-                    Ok(seqno) => self.call_sink(SinkCall::BarrierReached(tag, seqno)),
-                    Err(e) => self.call_sink(SinkCall::SubmitFailed(tag, e)),
-                },
+                Some(Reply::Barrier(tag)) => {
+                    self.barriers_waiting -= 1;
+                    match result {
+                        Ok(seqno) => self.call_sink(SinkCall::BarrierReached(tag, seqno)),
+                        Err(e) => self.call_sink(SinkCall::SubmitFailed(tag, e)),
+                    }
+                }
                 None => {}
             }
         }
@@ -777,6 +784,7 @@ impl Driver {
             call.make(sink.as_mut(), &mut self.outbox);
         }
         let waiting: Vec<Reply> = std::mem::take(&mut self.replies).into_values().collect();
+        self.barriers_waiting = 0;
         for reply in waiting {
             match reply {
                 Reply::Channel(reply) => drop(reply.send(Err(SubmitError::Failed))),
@@ -843,6 +851,7 @@ impl Driver {
     fn await_reply(&mut self, request: Result<u64, SubmitError>, reply: Reply) {
         match (request, reply) {
             (Ok(request), reply) => {
+                self.barriers_waiting += usize::from(matches!(reply, Reply::Barrier(_)));
                 self.replies.insert(request, reply);
             }
             (Err(e), Reply::Channel(reply)) => drop(reply.send(Err(e))),
