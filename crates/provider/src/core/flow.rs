@@ -20,13 +20,21 @@ pub(super) const FLOW_TAG: u64 = u64::MAX - 1;
 /// several appliers) is no backlog, and stopping every writer of the cluster for it cost
 /// more than it saved: with 4 appliers under 16 sysbench clients, 86 stops a second held the
 /// writers 13 % of the time (docs/design/flow-control.md). Past the limit for this long, it
-/// asks that every writeset wait `SLOW_DELAYS[0]` before it is ordered; for twice as long,
-/// `SLOW_DELAYS[1]`; for four times as long, it stops the writers.
+/// asks that every writeset wait before it is ordered, `SLOW_STEP` per level, the level set
+/// by how far past the limit its queue is and how long it has been past it.
 pub const OVER_LIMIT_GRACE_MS: u64 = 10;
-/// What each writeset waits before it is ordered, per slow level.
-pub const SLOW_DELAYS: [Duration; 2] = [Duration::from_micros(500), Duration::from_millis(2)];
+/// What each writeset waits per slow level.
+pub const SLOW_STEP: Duration = Duration::from_micros(125);
+/// The strongest slow-down: `SLOW_STEP` times this (2 ms per writeset).
+pub const SLOW_LEVELS: u8 = 16;
+/// Past the limit this much longer than the grace, a member's level rises by one.
+const LEVEL_EVERY_MS: u64 = 5;
+/// Past the limit this long, the slow-down did not drain the queue: the member stops the
+/// writers.
+const STOP_AFTER_MS: u64 = 100;
 /// Past this many times its limit a member stops the writers at once: a bound on its lag
-/// and on what it holds.
+/// and on what it holds. Below it, each `(AT_ONCE_FACTOR - 1) / SLOW_LEVELS` of the limit
+/// past it is a level.
 const AT_ONCE_FACTOR: f64 = 4.0;
 
 /// A writeset at least this big may take a second or more to apply by itself, and stopping
@@ -161,9 +169,19 @@ impl Episode {
     }
 }
 
-/// What each writeset waits under slow level `level` (1 and up).
+/// What each writeset waits under slow level `level` (0: none).
 fn slow_delay(level: u8) -> Duration {
-    level.checked_sub(1).map_or(Duration::ZERO, |i| SLOW_DELAYS[usize::from(i).min(SLOW_DELAYS.len() - 1)])
+    SLOW_STEP * u32::from(level.min(SLOW_LEVELS))
+}
+
+/// The slow level for `queued` events past `upper` for `over_ms`: the stronger of the
+/// backlog's (a level per sixteenth of three limits past it) and the time's (a level per
+/// `LEVEL_EVERY_MS` past the grace).
+fn slow_level(queued: f64, upper: f64, over_ms: u64) -> u8 {
+    let by_backlog = 1.0 + (queued - upper) * f64::from(SLOW_LEVELS - 1) / ((AT_ONCE_FACTOR - 1.0) * upper);
+    let by_time = 1 + over_ms.saturating_sub(OVER_LIMIT_GRACE_MS) / LEVEL_EVERY_MS;
+    let level = (by_backlog.max(1.0) as u64).max(by_time);
+    level.min(u64::from(SLOW_LEVELS)) as u8
 }
 
 impl FlowControl {
@@ -214,9 +232,10 @@ impl FlowControl {
 
     /// What to ask now, given our apply queue, the members of the view, whether this member
     /// is exempt (desynced, a donor, not synced) and the time: once past the upper limit for
-    /// `OVER_LIMIT_GRACE_MS`, a slow-down, stronger with time, then a stop (at once past
-    /// `AT_ONCE_FACTOR` times the limit); a resume at or below the lower limit (or once
-    /// exempt). Nothing while a request is in flight.
+    /// `OVER_LIMIT_GRACE_MS`, a slow-down in proportion to the backlog and stronger with time
+    /// (`slow_level`), then a stop after `STOP_AFTER_MS` (at once past `AT_ONCE_FACTOR` times
+    /// the limit); a resume at or below the lower limit (or once exempt). Nothing while a
+    /// request is in flight.
     pub fn decide(
         &mut self,
         me: MemberId,
@@ -246,12 +265,10 @@ impl FlowControl {
         let over_ms = self.over_since_ms.map_or(0, |since| now_ms.saturating_sub(since));
         let wanted = if exempt || queued <= settings.lower(members) {
             Ask::Resume
-        } else if queued > AT_ONCE_FACTOR * upper || over_ms >= 4 * OVER_LIMIT_GRACE_MS {
+        } else if queued > AT_ONCE_FACTOR * upper || over_ms >= STOP_AFTER_MS {
             Ask::Stop
-        } else if over_ms >= 2 * OVER_LIMIT_GRACE_MS {
-            Ask::Slow(2)
         } else if over_ms >= OVER_LIMIT_GRACE_MS {
-            Ask::Slow(1)
+            Ask::Slow(slow_level(queued, upper, over_ms))
         } else {
             // Between the limits, or past the upper one for a moment: as it is.
             return None;
@@ -416,12 +433,15 @@ mod tests {
         assert_eq!(fc.decide(ME, 40, 3, false, &s, 2 * GRACE), None);
         fc.ordered(ME, ME, Ask::Slow(1), 2 * GRACE);
         assert!(!fc.paused());
-        assert_eq!(fc.writer_delay(), SLOW_DELAYS[0]);
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, 2 * GRACE), Some(Ask::Slow(2)));
-        fc.ordered(ME, ME, Ask::Slow(2), 2 * GRACE);
-        assert_eq!(fc.writer_delay(), SLOW_DELAYS[1]);
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, 4 * GRACE - 1), None);
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, 4 * GRACE), Some(Ask::Stop));
+        assert_eq!(fc.writer_delay(), SLOW_STEP);
+        // Stronger with time past the limit: a level per LEVEL_EVERY_MS.
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 2 * GRACE), Some(Ask::Slow(3)));
+        fc.ordered(ME, ME, Ask::Slow(3), 2 * GRACE);
+        assert_eq!(fc.writer_delay(), 3 * SLOW_STEP);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 2 * GRACE + 1), None, "no stronger level yet");
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, STOP_AFTER_MS - 1), Some(Ask::Slow(SLOW_LEVELS)));
+        fc.ordered(ME, ME, Ask::Slow(SLOW_LEVELS), STOP_AFTER_MS - 1);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, STOP_AFTER_MS), Some(Ask::Stop));
         fc.ordered(ME, ME, Ask::Stop, 1_000);
         assert!(fc.paused() && fc.requested(ME));
         assert_eq!(fc.writer_delay(), Duration::ZERO, "a stop replaces the slow-down");
@@ -433,7 +453,7 @@ mod tests {
         let episode = fc.ordered(ME, ME, Ask::Resume, 1_250).expect("our resume ends the episode");
         assert_eq!(episode.since_ms, 2 * GRACE);
         assert_eq!(episode.stopped_ms, 250);
-        assert_eq!(episode.strongest_delay, SLOW_DELAYS[1]);
+        assert_eq!(episode.strongest_delay, SLOW_STEP * u32::from(SLOW_LEVELS));
         assert_eq!(episode.longest_queue, 17, "queues seen once the episode began");
         assert_eq!(fc.ordered(ME, ME, Ask::Resume, 1_300), None, "no episode without a slow-down or stop");
         assert!(!fc.paused());
@@ -457,14 +477,14 @@ mod tests {
         assert_eq!(fc.decide(ME, 600, 3, false, &s, 6_500), None);
         // ...but what queues beyond it counts: 600 + 17 past the limit 16 for long enough.
         assert_eq!(fc.decide(ME, 617, 3, false, &s, 6_600), None);
-        assert_eq!(fc.decide(ME, 617, 3, false, &s, 6_600 + 4 * GRACE), Some(Ask::Stop));
+        assert_eq!(fc.decide(ME, 617, 3, false, &s, 6_600 + STOP_AFTER_MS), Some(Ask::Stop));
         // Past the cap the limit counts again, beyond the cap.
         let mut fc = FlowControl::default();
         fc.queued(9, 100 << 20);
         let cap = BIG_APPLY_QUEUE_CAP;
         assert_eq!(fc.decide(ME, cap, 3, false, &s, 0), None);
         assert_eq!(fc.decide(ME, cap + 17, 3, false, &s, 0), None);
-        assert_eq!(fc.decide(ME, cap + 17, 3, false, &s, 4 * GRACE), Some(Ask::Stop));
+        assert_eq!(fc.decide(ME, cap + 17, 3, false, &s, STOP_AFTER_MS), Some(Ask::Stop));
         // A later seqno applied means this one was too (commit order): it counts no more.
         let mut fc = FlowControl::default();
         fc.queued(3, 100 << 20);
@@ -473,7 +493,17 @@ mod tests {
         // A smaller one (a streaming fragment, say) is no reason to let the queue grow.
         fc.queued(6, 2 << 20);
         assert_eq!(fc.decide(ME, 17, 3, false, &s, 0), None);
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, 4 * GRACE), Some(Ask::Stop));
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, STOP_AFTER_MS), Some(Ask::Stop));
+    }
+
+    #[test]
+    fn the_slow_down_follows_how_far_past_the_limit_the_queue_is() {
+        let s = settings(16, 1.0);
+        for (queue, level) in [(17, 1), (32, 6), (48, 11), (64, 16)] {
+            let mut fc = FlowControl::default();
+            assert_eq!(fc.decide(ME, queue, 3, false, &s, 0), None);
+            assert_eq!(fc.decide(ME, queue, 3, false, &s, GRACE), Some(Ask::Slow(level)), "{queue} queued");
+        }
     }
 
     #[test]
@@ -494,10 +524,13 @@ mod tests {
         let mut fc = FlowControl::default();
         fc.ordered(ME, OTHER, Ask::Slow(1), 0);
         fc.ordered(ME, MemberId(3), Ask::Slow(2), 0);
-        assert_eq!(fc.writer_delay(), SLOW_DELAYS[1]);
+        assert_eq!(fc.writer_delay(), 2 * SLOW_STEP);
         assert_eq!(fc.slowing().collect::<Vec<_>>(), [OTHER, MemberId(3)]);
         fc.ordered(ME, MemberId(3), Ask::Resume, 10);
-        assert_eq!(fc.writer_delay(), SLOW_DELAYS[0]);
+        assert_eq!(fc.writer_delay(), SLOW_STEP);
+        // A level past the strongest (a newer member's) counts as the strongest.
+        fc.ordered(ME, MemberId(3), Ask::Slow(200), 10);
+        assert_eq!(fc.writer_delay(), SLOW_STEP * u32::from(SLOW_LEVELS));
         fc.view(20);
         assert_eq!(fc.writer_delay(), Duration::ZERO);
         for ask in [Ask::Stop, Ask::Slow(2), Ask::Resume] {

@@ -29,7 +29,7 @@ impl Provider {
             CertifyStart::Submit { writeset, local_id, pace } => (writeset, local_id, pace),
         };
         if !pace.is_zero() {
-            // A slow-down of flow control: a few milliseconds at most (flow::SLOW_DELAYS).
+            // A slow-down of flow control: a few milliseconds at most (flow::SLOW_STEP, SLOW_LEVELS).
             std::thread::sleep(pace);
         }
         let submitted = Instant::now();
