@@ -83,8 +83,6 @@ enum Reply {
     Channel(Sender<Result<Seqno, SubmitError>>),
     /// Only a failure is reported, to the sink, with this tag; success shows as the delivery.
     Tag(u64),
-    /// A read barrier: its point or its failure goes to the sink with this tag.
-    Barrier(u64),
 }
 
 /// What the application does with the total order, on the driver's thread: it takes each
@@ -238,7 +236,7 @@ impl Engine {
                     driver.fail(format!("group member panicked: {panic}"));
                     return;
                 }
-                self.in_flight.store(driver.replies.len() - driver.barriers_waiting, Ordering::Relaxed);
+                self.in_flight.store(driver.replies.len(), Ordering::Relaxed);
             }
         }
     }
@@ -412,7 +410,7 @@ impl GroupNode {
             outbox: Outbox::default(),
             shared: shared.clone(),
             replies: BTreeMap::new(),
-            barriers_waiting: 0,
+            barriers: BTreeMap::new(),
             started: Instant::now(),
             last_periodic_ms: 0,
         };
@@ -639,9 +637,10 @@ struct Driver {
     outbox: Outbox,
     shared: Arc<Mutex<Shared>>,
     replies: BTreeMap<u64, Reply>,
-    /// How many of `replies` are read barriers: they do not count as in flight, so the
-    /// leader's answer to a causal read is taken on the reader's thread, not handed over.
-    barriers_waiting: usize,
+    /// Read barriers waiting for their point, by request, with the sink's tag. Apart from
+    /// `replies`, which counts as in flight: the leader's answer to a causal read is taken
+    /// on the reader's thread, not handed over.
+    barriers: BTreeMap<u64, u64>,
     started: Instant,
     last_periodic_ms: u64,
 }
@@ -673,18 +672,18 @@ impl Driver {
         self.member.flush();
         self.send_outbox();
         for (request, result) in self.member.take_completions() {
+            if let Some(tag) = self.barriers.remove(&request) {
+                match result {
+                    Ok(seqno) => self.call_sink(SinkCall::BarrierReached(tag, seqno)),
+                    Err(e) => self.call_sink(SinkCall::SubmitFailed(tag, e)),
+                }
+                continue;
+            }
             match self.replies.remove(&request) {
                 Some(Reply::Channel(reply)) => drop(reply.send(result)),
                 Some(Reply::Tag(tag)) => {
                     if let Err(e) = result {
                         self.call_sink(SinkCall::SubmitFailed(tag, e));
-                    }
-                }
-                Some(Reply::Barrier(tag)) => {
-                    self.barriers_waiting -= 1;
-                    match result {
-                        Ok(seqno) => self.call_sink(SinkCall::BarrierReached(tag, seqno)),
-                        Err(e) => self.call_sink(SinkCall::SubmitFailed(tag, e)),
                     }
                 }
                 None => {}
@@ -733,10 +732,12 @@ impl Driver {
             }
             Event::Seed(id) => self.member.add_seed(id),
             Event::ResumeDeliveries => self.sink_full = false,
-            Event::ReadBarrier(tag) => {
-                let request = self.member.read_barrier();
-                self.await_reply(request, Reply::Barrier(tag));
-            }
+            Event::ReadBarrier(tag) => match self.member.read_barrier() {
+                Ok(request) => {
+                    self.barriers.insert(request, tag);
+                }
+                Err(e) => self.call_sink(SinkCall::SubmitFailed(tag, e)),
+            },
             Event::Submit(data, reply) => {
                 let request = self.member.submit(data);
                 self.await_reply(request, reply);
@@ -784,12 +785,14 @@ impl Driver {
             call.make(sink.as_mut(), &mut self.outbox);
         }
         let waiting: Vec<Reply> = std::mem::take(&mut self.replies).into_values().collect();
-        self.barriers_waiting = 0;
         for reply in waiting {
             match reply {
                 Reply::Channel(reply) => drop(reply.send(Err(SubmitError::Failed))),
-                Reply::Tag(tag) | Reply::Barrier(tag) => sink.submit_failed(tag, SubmitError::Failed, &mut self.outbox),
+                Reply::Tag(tag) => sink.submit_failed(tag, SubmitError::Failed, &mut self.outbox),
             }
+        }
+        for tag in std::mem::take(&mut self.barriers).into_values() {
+            sink.submit_failed(tag, SubmitError::Failed, &mut self.outbox);
         }
         sink.round(&status, &mut self.outbox);
     }
@@ -851,11 +854,10 @@ impl Driver {
     fn await_reply(&mut self, request: Result<u64, SubmitError>, reply: Reply) {
         match (request, reply) {
             (Ok(request), reply) => {
-                self.barriers_waiting += usize::from(matches!(reply, Reply::Barrier(_)));
                 self.replies.insert(request, reply);
             }
             (Err(e), Reply::Channel(reply)) => drop(reply.send(Err(e))),
-            (Err(e), Reply::Tag(tag) | Reply::Barrier(tag)) => self.call_sink(SinkCall::SubmitFailed(tag, e)),
+            (Err(e), Reply::Tag(tag)) => self.call_sink(SinkCall::SubmitFailed(tag, e)),
         }
     }
 
