@@ -99,6 +99,9 @@ mod tests {
 
         let mut state = AppliedState { seqno: 12, group: 3, history: [5; 16], ..AppliedState::default() };
         state.view = View { view_id: 4, members: vec![info(1), info(2)] };
+        // Member 1 casts three votes: the membership carries two shadows of it.
+        state.membership.voters = [MemberId(1), MemberId(2)].into();
+        state.membership.votes = [(MemberId(1), 3)].into();
         for id in [1, 2] {
             state.directory.insert(MemberId(id), DirectoryEntry { info: info(id), wants_in: true });
         }

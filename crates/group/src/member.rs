@@ -379,7 +379,7 @@ impl<S: LogStore> Member<S> {
         let m = &self.applied.membership;
         let in_force = self.applied.directory.values().filter(|e| e.wants_in).all(|e| m.contains(e.info.id));
         let settled =
-            self.directory_knows_me() && !m.is_joint() && in_force && m.voters == self.applied.voters_by_weight();
+            self.directory_knows_me() && !m.is_joint() && in_force && m.vote_counts() == self.applied.votes_by_weight();
         self.weight_pending = !settled;
     }
 
@@ -1553,8 +1553,8 @@ impl<S: LogStore> Member<S> {
     /// (an arbitrator, or a voter about to become a non-voter, hands the lead over). Before
     /// the directory is applied (a restarted member replaying its log) weights say nothing.
     fn may_lead(&self, id: MemberId) -> bool {
-        let by_weight = self.applied.voters_by_weight();
-        !self.applied.is_arbitrator(id) && (by_weight.is_empty() || by_weight.contains(&id))
+        let by_weight = self.applied.votes_by_weight();
+        !self.applied.is_arbitrator(id) && (by_weight.is_empty() || by_weight.contains_key(&id))
     }
 
     /// Pre-vote (Raft §9.6): only a member a quorum would elect raises its term, so one
@@ -2205,17 +2205,17 @@ impl<S: LogStore> Member<S> {
         let me = self.info.id;
         let wants_in = |id: &MemberId| self.applied.directory.get(id).is_some_and(|e| e.wants_in);
         match next_change(&latest, &self.applied, me) {
-            Some(Change::Add(id)) => {
-                if latest.non_voters.contains(&id) {
-                    log::info!("{me}: weights (pc.weight) make {id} a voter");
+            Some(Change::Votes(id, votes)) => {
+                if latest.contains(id) {
+                    log::info!("{me}: weights (pc.weight) give {id} {votes} votes");
                 }
-                self.raft.propose_membership_change(&[id], &[]);
+                self.raft.propose_votes(id, votes);
             }
             Some(Change::Remove(id)) => {
                 if wants_in(&id) {
                     log::info!("{me}: weights (pc.weight) make {id} a non-voter");
                 }
-                self.raft.propose_membership_change(&[], &[id]);
+                self.raft.propose_votes(id, 0);
             }
             Some(Change::NonVoter(id, present)) => drop(self.raft.propose_non_voter_change(id, present)),
             None => {}
@@ -2246,8 +2246,8 @@ struct Sent {
 }
 
 enum Change {
-    /// Makes a voter of a member, or of a non-voter.
-    Add(MemberId),
+    /// Gives a member (a voter, a non-voter or neither yet) that many votes, at least one.
+    Votes(MemberId, u8),
     /// Takes a voter out (it may come back as a non-voter).
     Remove(MemberId),
     /// Adds (`true`) or removes a non-voter.
@@ -2261,7 +2261,7 @@ enum Change {
 /// only by the next leader (`hand_over_lead`).
 fn next_change(latest: &Membership, applied: &AppliedState, me: MemberId) -> Option<Change> {
     let wants_in = |id: &MemberId| applied.directory.get(id).is_some_and(|e| e.wants_in);
-    let by_weight = applied.voters_by_weight();
+    let by_weight = applied.votes_by_weight();
     let removable = |v: MemberId| latest.voters.iter().any(|&other| other != v && !applied.is_arbitrator(other));
     if let Some(&gone) = latest.voters.iter().find(|v| !wants_in(v) && removable(**v)) {
         return Some(Change::Remove(gone));
@@ -2271,14 +2271,15 @@ fn next_change(latest: &Membership, applied: &AppliedState, me: MemberId) -> Opt
     }
     // A member the weights leave out replicates as a non-voter; one just taken out of the
     // voters comes back as one before the next is taken out.
-    let outside = applied.directory.keys().find(|id| wants_in(id) && !by_weight.contains(id) && !latest.contains(**id));
+    let outside =
+        applied.directory.keys().find(|id| wants_in(id) && !by_weight.contains_key(id) && !latest.contains(**id));
     if let Some(&id) = outside {
         return Some(Change::NonVoter(id, true));
     }
-    if let Some(&demoted) = latest.voters.iter().find(|v| !by_weight.contains(v) && **v != me && removable(**v)) {
+    if let Some(&demoted) = latest.voters.iter().find(|v| !by_weight.contains_key(v) && **v != me && removable(**v)) {
         return Some(Change::Remove(demoted));
     }
-    by_weight.iter().find(|v| !latest.voters.contains(v)).map(|&id| Change::Add(id))
+    by_weight.iter().find(|&(&id, &votes)| latest.votes_of(id) != votes).map(|(&id, &votes)| Change::Votes(id, votes))
 }
 
 /// How many times a forwarded request is sent again to a new leader.

@@ -4,10 +4,10 @@
 
 use crate::cache::{Entry, Payload};
 use crate::codec::{DecodeError, Reader, Writer};
-use crate::raft::{Membership, Position};
+use crate::raft::{self, Membership, Position};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, View};
 use crate::weights::{self, Weighted};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// The payload of a command entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,15 +232,23 @@ impl AppliedState {
         self.directory.get(&id).is_some_and(|e| e.info.arbitrator)
     }
 
-    /// The members that should vote, by the weights of those that want in (crate::weights).
-    pub fn voters_by_weight(&self) -> BTreeSet<MemberId> {
+    /// The members that should vote and their votes, by the weights of those that want in
+    /// (crate::weights). A member whose extra votes Raft could not tell from another's
+    /// (`raft::share_vote_key`) casts one.
+    pub fn votes_by_weight(&self) -> BTreeMap<MemberId, u8> {
         let members: Vec<Weighted> = self
             .directory
             .values()
             .filter(|e| e.wants_in)
             .map(|e| Weighted { id: e.info.id, weight: e.info.weight, arbitrator: e.info.arbitrator })
             .collect();
-        weights::voters(&members)
+        let mut votes = weights::votes(&members);
+        for (&id, n) in votes.iter_mut() {
+            if self.directory.keys().any(|&other| raft::share_vote_key(id, other)) {
+                *n = 1;
+            }
+        }
+        votes
     }
 
     /// Applies the next committed entry; returns what it yields.

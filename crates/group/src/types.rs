@@ -85,8 +85,13 @@ impl MemberInfo {
         w.u8(u8::from(self.arbitrator)).u8(self.weight).u8(self.segment);
     }
     pub(crate) fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        let id = r.u64()?;
+        // Ids at or above 2^63 name a member's extra votes inside Raft (crate::raft).
+        if id == 0 || id >= 1 << 63 {
+            return Err(DecodeError("member id out of range"));
+        }
         Ok(Self {
-            id: MemberId(r.u64()?),
+            id: MemberId(id),
             name: r.str()?,
             address: r.str()?,
             incoming_address: r.str()?,

@@ -9,9 +9,9 @@ mod wire;
 
 use crate::types::MemberId;
 use noraft::{
-    Action as RaftAction, ClusterConfig, Log, LogEntries, LogEntry, LogIndex, LogPosition, Node, NodeId, Term,
+    Action as RaftAction, ClusterConfig, Log, LogEntries, LogEntry, LogIndex, LogPosition, Message, Node, NodeId, Term,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A log position: the term of the entry and its Raft index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -21,12 +21,17 @@ pub struct Position {
 }
 
 /// Raft membership; `new_voters` is non-empty only during a joint-consensus change.
-/// Non-voters replicate the log but neither vote nor count for a commit (crate::weights).
+/// Non-voters replicate the log but neither vote nor count for a commit. A voter casts one
+/// vote unless `votes` (`new_votes` for the new side of a change) gives it more: Galera's
+/// weighted quorum (crate::weights, docs/design/weighted-quorum.md).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Membership {
     pub voters: BTreeSet<MemberId>,
     pub new_voters: BTreeSet<MemberId>,
     pub non_voters: BTreeSet<MemberId>,
+    /// Voters that cast more than one vote, and how many (never 0 or 1).
+    pub votes: BTreeMap<MemberId, u8>,
+    pub new_votes: BTreeMap<MemberId, u8>,
 }
 
 impl Membership {
@@ -44,28 +49,99 @@ impl Membership {
         self.voters.contains(&id) || self.new_voters.contains(&id) || self.non_voters.contains(&id)
     }
 
-    /// True if `in_contact` holds a majority of `voters` and, during a change, of `new_voters`.
+    /// The votes `id` casts (0 if it is no voter), outside a joint change.
+    pub fn votes_of(&self, id: MemberId) -> u8 {
+        if self.voters.contains(&id) {
+            self.votes.get(&id).copied().unwrap_or(1)
+        } else {
+            0
+        }
+    }
+
+    /// Every voter and its votes, outside a joint change.
+    pub fn vote_counts(&self) -> BTreeMap<MemberId, u8> {
+        self.voters.iter().map(|&m| (m, self.votes_of(m))).collect()
+    }
+
+    /// True if `in_contact` holds more than half the votes of `voters` and, during a change,
+    /// of `new_voters`.
     pub fn has_quorum(&self, in_contact: &BTreeSet<MemberId>) -> bool {
-        let majority =
-            |set: &BTreeSet<MemberId>| set.is_empty() || set.intersection(in_contact).count() > set.len() / 2;
-        !self.voters.is_empty() && majority(&self.voters) && majority(&self.new_voters)
+        let majority = |set: &BTreeSet<MemberId>, votes: &BTreeMap<MemberId, u8>| {
+            let weight = |m: &MemberId| u32::from(votes.get(m).copied().unwrap_or(1));
+            let held: u32 = set.iter().filter(|m| in_contact.contains(m)).map(weight).sum();
+            set.is_empty() || 2 * held > set.iter().map(weight).sum::<u32>()
+        };
+        !self.voters.is_empty() && majority(&self.voters, &self.votes) && majority(&self.new_voters, &self.new_votes)
     }
 
     fn to_config(&self) -> ClusterConfig {
         let mut config = ClusterConfig::new();
-        config.voters = self.voters.iter().map(|m| NodeId::new(m.0)).collect();
-        config.new_voters = self.new_voters.iter().map(|m| NodeId::new(m.0)).collect();
+        config.voters = raft_voters(&self.voters, &self.votes);
+        config.new_voters = raft_voters(&self.new_voters, &self.new_votes);
         config.non_voters = self.non_voters.iter().map(|m| NodeId::new(m.0)).collect();
         config
     }
 
     fn from_config(config: &ClusterConfig) -> Self {
+        let (voters, votes) = member_votes(&config.voters);
+        let (new_voters, new_votes) = member_votes(&config.new_voters);
         Self {
-            voters: config.voters.iter().map(|n| MemberId(n.get())).collect(),
-            new_voters: config.new_voters.iter().map(|n| MemberId(n.get())).collect(),
+            voters,
+            new_voters,
             non_voters: config.non_voters.iter().map(|n| MemberId(n.get())).collect(),
+            votes,
+            new_votes,
         }
     }
+}
+
+// A member casting several votes is several Raft voters: its own id and one *shadow* per
+// extra vote. Shadows exist only in noraft's configuration. Nothing is ever sent to one:
+// the member's own answers count for its shadows too (`Consensus::handle_message`), and a
+// member answers for its own shadows at once (`Consensus::drain`), so they vote and hold
+// the log exactly as their member does. A shadow's id has the top bit set (member ids are
+// below 2^63), the vote's number (1-254) in the next 8 bits and its member's low 55 bits.
+const SHADOW_BIT: u64 = 1 << 63;
+const VOTE_KEY_BITS: u64 = (1 << 55) - 1;
+
+fn shadow(owner: MemberId, vote: u8) -> NodeId {
+    NodeId::new(SHADOW_BIT | (u64::from(vote) << 55) | (owner.0 & VOTE_KEY_BITS))
+}
+
+fn is_shadow(id: NodeId) -> bool {
+    id.get() & SHADOW_BIT != 0
+}
+
+fn is_shadow_of(id: NodeId, owner: MemberId) -> bool {
+    is_shadow(id) && id.get() & VOTE_KEY_BITS == owner.0 & VOTE_KEY_BITS
+}
+
+/// Two members whose shadows could not be told apart: they cast one vote each
+/// (`AppliedState::votes_by_weight`). Time-ordered ids never meet this (it takes the same
+/// millisecond modulo about a year and the same 20 random bits).
+pub fn share_vote_key(a: MemberId, b: MemberId) -> bool {
+    a != b && a.0 & VOTE_KEY_BITS == b.0 & VOTE_KEY_BITS
+}
+
+fn raft_voters(voters: &BTreeSet<MemberId>, votes: &BTreeMap<MemberId, u8>) -> BTreeSet<NodeId> {
+    let mut ids = BTreeSet::new();
+    for &m in voters {
+        ids.insert(NodeId::new(m.0));
+        ids.extend((1..votes.get(&m).copied().unwrap_or(1)).map(|vote| shadow(m, vote)));
+    }
+    ids
+}
+
+fn member_votes(ids: &BTreeSet<NodeId>) -> (BTreeSet<MemberId>, BTreeMap<MemberId, u8>) {
+    let voters: BTreeSet<MemberId> = ids.iter().filter(|n| !is_shadow(**n)).map(|n| MemberId(n.get())).collect();
+    let mut votes: BTreeMap<MemberId, u8> = BTreeMap::new();
+    for &s in ids.iter().filter(|n| is_shadow(**n)) {
+        if let Some(&owner) = voters.iter().find(|&&m| is_shadow_of(s, m)) {
+            let n = votes.entry(owner).or_insert(1);
+            *n = n.saturating_add(1);
+        }
+    }
+    (voters, votes)
 }
 
 /// What a log entry is, without its payload.
@@ -112,17 +188,13 @@ pub enum Role {
 
 /// A Raft protocol message (opaque outside this module).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RaftMessage(noraft::Message);
+pub struct RaftMessage(Message);
 
 impl RaftMessage {
     /// A refused vote in `term`: it carries nothing but the term, which a receiver behind
     /// it adopts (every Raft message does that).
     pub fn term_notice(from: MemberId, term: u64) -> Self {
-        Self(noraft::Message::RequestVoteReply {
-            from: NodeId::new(from.0),
-            term: Term::new(term),
-            vote_granted: false,
-        })
+        Self(Message::RequestVoteReply { from: NodeId::new(from.0), term: Term::new(term), vote_granted: false })
     }
 
     pub fn from(&self) -> MemberId {
@@ -134,17 +206,17 @@ impl RaftMessage {
     }
 
     pub fn is_vote_request(&self) -> bool {
-        matches!(self.0, noraft::Message::RequestVoteCall { .. })
+        matches!(self.0, Message::RequestVoteCall { .. })
     }
 
     pub fn is_append_call(&self) -> bool {
-        matches!(self.0, noraft::Message::AppendEntriesCall { .. })
+        matches!(self.0, Message::AppendEntriesCall { .. })
     }
 
     /// Entries carried by an append call, with their positions.
     pub fn entries(&self) -> Vec<(Position, EntryKind)> {
         match &self.0 {
-            noraft::Message::AppendEntriesCall { entries, .. } => positioned(entries),
+            Message::AppendEntriesCall { entries, .. } => positioned(entries),
             _ => Vec::new(),
         }
     }
@@ -152,7 +224,7 @@ impl RaftMessage {
     /// The last log index a follower reports in an append reply.
     pub fn reply_last_index(&self) -> Option<u64> {
         match &self.0 {
-            noraft::Message::AppendEntriesReply { last_position, .. } => Some(last_position.index.get()),
+            Message::AppendEntriesReply { last_position, .. } => Some(last_position.index.get()),
             _ => None,
         }
     }
@@ -160,7 +232,7 @@ impl RaftMessage {
     /// The leader commit index an append call announces.
     pub fn commit_index(&self) -> Option<u64> {
         match &self.0 {
-            noraft::Message::AppendEntriesCall { commit_index, .. } => Some(commit_index.get()),
+            Message::AppendEntriesCall { commit_index, .. } => Some(commit_index.get()),
             _ => None,
         }
     }
@@ -172,7 +244,7 @@ impl RaftMessage {
 
     /// Keeps only the first `count` entries of an append call (the rest follow later).
     pub fn truncate_entries(&mut self, count: usize) {
-        if let noraft::Message::AppendEntriesCall { entries, .. } = &mut self.0 {
+        if let Message::AppendEntriesCall { entries, .. } = &mut self.0 {
             entries.truncate(count);
         }
     }
@@ -278,7 +350,13 @@ impl Consensus {
 
     /// Peers of the newest membership.
     pub fn peers(&self) -> Vec<MemberId> {
-        self.node.peers().map(|n| MemberId(n.get())).collect()
+        self.node.peers().filter(|&n| !is_shadow(n)).map(|n| MemberId(n.get())).collect()
+    }
+
+    /// The shadows of `owner` (its votes beyond the first) in the newest membership.
+    fn shadows(&self, owner: MemberId) -> Vec<NodeId> {
+        let config = self.node.config();
+        config.voters.union(&config.new_voters).copied().filter(|&n| is_shadow_of(n, owner)).collect()
     }
 
     /// Leader only: the last index `peer` is known to hold.
@@ -291,11 +369,16 @@ impl Consensus {
         valid(self.node.propose_command())
     }
 
-    /// Starts a joint-consensus change adding and removing voters (an added non-voter is
-    /// promoted).
-    pub fn propose_membership_change(&mut self, add: &[MemberId], remove: &[MemberId]) -> Option<Position> {
-        let to_ids = |ms: &[MemberId]| ms.iter().map(|m| NodeId::new(m.0)).collect::<Vec<_>>();
-        let config = self.node.config().to_joint_consensus(&to_ids(add), &to_ids(remove));
+    /// Starts a joint-consensus change that gives `id` `votes` votes: 0 takes a voter out,
+    /// and a non-voter given votes is promoted.
+    pub fn propose_votes(&mut self, id: MemberId, votes: u8) -> Option<Position> {
+        let config = self.node.config();
+        let own = |n: &NodeId| n.get() == id.0 || is_shadow_of(*n, id);
+        let current: BTreeSet<NodeId> = config.voters.iter().copied().filter(own).collect();
+        let wanted = raft_voters(&[id].into_iter().filter(|_| votes > 0).collect(), &[(id, votes)].into());
+        let add: Vec<NodeId> = wanted.difference(&current).copied().collect();
+        let remove: Vec<NodeId> = current.difference(&wanted).copied().collect();
+        let config = config.to_joint_consensus(&add, &remove);
         valid(self.node.propose_config(config))
     }
 
@@ -311,8 +394,35 @@ impl Consensus {
         valid(self.node.propose_config(config))
     }
 
+    /// Handles a peer's message; a reply counts for the peer's shadows too.
     pub fn handle_message(&mut self, message: &RaftMessage) -> Result<(), String> {
-        self.node.handle_message(&message.0).map_err(|e| e.to_string())
+        let from = message.0.from();
+        if is_shadow(from) {
+            return Err(format!("a message in the name of a shadow vote ({})", from.get()));
+        }
+        self.node.handle_message(&message.0).map_err(|e| e.to_string())?;
+        for shadow in self.shadows(MemberId(from.get())) {
+            if let Some(reply) = reply_as(&message.0, shadow) {
+                self.node.handle_message(&reply).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The answer of this member's shadow `shadow` to this member's own `call`: its vote,
+    /// and its log.
+    fn own_shadow_reply(&self, shadow: NodeId, call: &Message) -> Option<Message> {
+        match call {
+            Message::RequestVoteCall { term, .. } => {
+                Some(Message::RequestVoteReply { from: shadow, term: *term, vote_granted: true })
+            }
+            Message::AppendEntriesCall { term, .. } => Some(Message::AppendEntriesReply {
+                from: shadow,
+                term: *term,
+                last_position: self.node.log().last_position(),
+            }),
+            Message::RequestVoteReply { .. } | Message::AppendEntriesReply { .. } => None,
+        }
     }
 
     /// Leader: tells every follower the current commit index (an empty append).
@@ -329,25 +439,59 @@ impl Consensus {
         self.node.handle_snapshot_installed(to_position(position), membership.to_config())
     }
 
-    /// Takes the pending actions.
+    /// Takes the pending actions. Calls to shadows are not sent: this member's own shadows
+    /// answer at once, and another member's answer for theirs when it replies.
     pub fn drain(&mut self) -> Vec<Action> {
-        let hard = self.hard_state();
+        let me = MemberId(self.node.id().get());
         let mut out = Vec::new();
-        for action in self.node.actions_mut() {
-            out.push(match action {
-                RaftAction::SetElectionTimeout => Action::ResetElectionTimer,
-                RaftAction::SaveCurrentTerm | RaftAction::SaveVotedFor => Action::SaveHardState(hard),
-                RaftAction::AppendLogEntries(entries) => {
-                    Action::Append { after: entries.prev_position().index.get(), entries: positioned(&entries) }
-                }
-                RaftAction::BroadcastMessage(m) => Action::Send { to: None, message: RaftMessage(m) },
-                RaftAction::SendMessage(to, m) => {
-                    Action::Send { to: Some(MemberId(to.get())), message: RaftMessage(m) }
-                }
-                RaftAction::InstallSnapshot(to) => Action::NeedsSnapshot(MemberId(to.get())),
-            });
+        loop {
+            let hard = self.hard_state();
+            let actions: Vec<RaftAction> = self.node.actions_mut().collect();
+            if actions.is_empty() {
+                return out;
+            }
+            let mut answers = Vec::new();
+            for action in actions {
+                out.push(match action {
+                    RaftAction::SetElectionTimeout => Action::ResetElectionTimer,
+                    RaftAction::SaveCurrentTerm | RaftAction::SaveVotedFor => Action::SaveHardState(hard),
+                    RaftAction::AppendLogEntries(entries) => {
+                        Action::Append { after: entries.prev_position().index.get(), entries: positioned(&entries) }
+                    }
+                    RaftAction::BroadcastMessage(m) => {
+                        answers.extend(self.shadows(me).into_iter().filter_map(|s| self.own_shadow_reply(s, &m)));
+                        Action::Send { to: None, message: RaftMessage(m) }
+                    }
+                    RaftAction::SendMessage(to, m) if is_shadow(to) => {
+                        answers.extend(self.own_shadow_reply(to, &m).filter(|_| is_shadow_of(to, me)));
+                        continue;
+                    }
+                    RaftAction::SendMessage(to, m) => {
+                        Action::Send { to: Some(MemberId(to.get())), message: RaftMessage(m) }
+                    }
+                    RaftAction::InstallSnapshot(to) if is_shadow(to) => continue,
+                    RaftAction::InstallSnapshot(to) => Action::NeedsSnapshot(MemberId(to.get())),
+                });
+            }
+            for answer in answers {
+                // Our own shadows answer our own calls in our current term: nothing to refuse.
+                let handled = self.node.handle_message(&answer);
+                debug_assert!(handled.is_ok(), "{handled:?}");
+            }
         }
-        out
+    }
+}
+
+/// Reply `message` as if `from` had sent it; `None` for a call.
+fn reply_as(message: &Message, from: NodeId) -> Option<Message> {
+    match *message {
+        Message::RequestVoteReply { term, vote_granted, .. } => {
+            Some(Message::RequestVoteReply { from, term, vote_granted })
+        }
+        Message::AppendEntriesReply { term, last_position, .. } => {
+            Some(Message::AppendEntriesReply { from, term, last_position })
+        }
+        Message::RequestVoteCall { .. } | Message::AppendEntriesCall { .. } => None,
     }
 }
 
@@ -365,4 +509,109 @@ fn to_position(p: Position) -> LogPosition {
 
 fn from_position(p: LogPosition) -> Position {
     Position { term: p.term.get(), index: p.index.get() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{Reader, Writer};
+
+    fn weighted(voters: &[(u64, u8)], new_voters: &[(u64, u8)]) -> Membership {
+        let side = |list: &[(u64, u8)]| -> (BTreeSet<MemberId>, BTreeMap<MemberId, u8>) {
+            let ids = list.iter().map(|&(id, _)| MemberId(id)).collect();
+            (ids, list.iter().filter(|&&(_, n)| n > 1).map(|&(id, n)| (MemberId(id), n)).collect())
+        };
+        let ((voters, votes), (new_voters, new_votes)) = (side(voters), side(new_voters));
+        Membership { voters, new_voters, non_voters: [MemberId(9)].into(), votes, new_votes }
+    }
+
+    fn round_trip(m: &Membership) -> Result<Membership, crate::codec::DecodeError> {
+        let mut w = Writer::default();
+        m.encode(&mut w);
+        Membership::decode(&mut Reader::new(&w.bytes))
+    }
+
+    #[test]
+    fn extra_votes_are_shadow_voters_in_the_raft_configuration_and_come_back_as_votes() {
+        let m = weighted(&[(1, 2), (2, 1), ((1 << 62) + 5, 255)], &[(1, 3), (2, 1)]);
+        let config = m.to_config();
+        assert_eq!(config.voters.len(), 2 + 1 + 255);
+        assert_eq!(config.new_voters.len(), 3 + 1);
+        assert_eq!(Membership::from_config(&config), m);
+        assert_eq!(round_trip(&m).unwrap(), m);
+    }
+
+    #[test]
+    fn a_quorum_is_more_than_half_the_votes() {
+        let m = weighted(&[(1, 2), (2, 1), (3, 1), (4, 1)], &[]);
+        let has = |ids: &[u64]| m.has_quorum(&ids.iter().map(|&i| MemberId(i)).collect());
+        assert!(has(&[1, 2]) && has(&[1, 4]) && has(&[2, 3, 4]));
+        assert!(!has(&[1]) && !has(&[2, 3]));
+        let joint = weighted(&[(1, 2), (2, 1)], &[(1, 1), (2, 1), (3, 1)]);
+        let has = |ids: &[u64]| joint.has_quorum(&ids.iter().map(|&i| MemberId(i)).collect());
+        assert!(has(&[1, 2]) && !has(&[1]), "both sides need a majority");
+    }
+
+    #[test]
+    fn a_shadow_without_its_member_or_out_of_sequence_is_refused() {
+        let encode = |voters: &[u64]| {
+            let mut w = Writer::default();
+            w.len(voters.len());
+            for &v in voters {
+                w.u64(v);
+            }
+            w.len(0).len(0);
+            w.bytes
+        };
+        let decode = |bytes: Vec<u8>| Membership::decode(&mut Reader::new(&bytes));
+        assert!(decode(encode(&[1, shadow(MemberId(1), 1).get()])).is_ok());
+        assert!(decode(encode(&[2, shadow(MemberId(1), 1).get()])).is_err(), "no member 1");
+        assert!(decode(encode(&[1, shadow(MemberId(1), 2).get()])).is_err(), "vote 1 missing");
+    }
+
+    /// A weighted member's shadows vote and hold the log as it does, without a message
+    /// sent to them: member 1 (two votes of three) commits alone, and is elected alone.
+    #[test]
+    fn a_member_with_most_votes_commits_and_is_elected_without_the_others() {
+        let mut a = Consensus::start(MemberId(1));
+        assert!(a.bootstrap());
+        a.drain();
+        a.handle_election_timeout();
+        a.drain();
+        assert_eq!(a.role(), Role::Leader);
+        a.propose_votes(MemberId(1), 2);
+        a.drain();
+        let mut b = Consensus::start(MemberId(2));
+        a.propose_votes(MemberId(2), 1);
+        // Member 2 answers member 1's calls until both changes are final.
+        for _ in 0..8 {
+            for action in a.drain() {
+                if let Action::Send { message, .. } = action {
+                    b.handle_message(&message).unwrap();
+                    for reply in b.drain() {
+                        if let Action::Send { message, .. } = reply {
+                            a.handle_message(&message).unwrap();
+                        }
+                    }
+                }
+            }
+            a.broadcast_commit_index();
+        }
+        let latest = a.latest_membership();
+        assert!(!latest.is_joint());
+        assert_eq!(latest.vote_counts(), [(MemberId(1), 2), (MemberId(2), 1)].into());
+        assert_eq!(a.peers(), vec![MemberId(2)], "shadows are no peers");
+        let committed = a.commit_index();
+        let at = a.propose_command().unwrap();
+        let sent = a.drain().iter().filter(|x| matches!(x, Action::Send { .. })).count();
+        assert_eq!(sent, 1, "one call, to member 2, none to the shadow");
+        assert!(a.commit_index() >= at.index && at.index > committed, "committed without member 2");
+        // Restarted as a follower, it stands for election and wins with its own two votes.
+        let (hard, last) = (a.hard_state(), a.last_position());
+        let mut a = Consensus::restart(MemberId(1), hard, last, &latest, []);
+        assert_eq!(a.role(), Role::Follower);
+        a.handle_election_timeout();
+        a.drain();
+        assert_eq!((a.role(), a.term()), (Role::Leader, hard.term + 1));
+    }
 }

@@ -4,8 +4,8 @@
 
 use super::{Membership, Position, RaftMessage};
 use crate::codec::{DecodeError, Reader, Writer};
-use crate::types::MemberId;
-use noraft::{LogEntries, LogEntry, LogIndex, LogPosition, Message, NodeId, Term};
+use noraft::{ClusterConfig, LogEntries, LogEntry, LogIndex, LogPosition, Message, NodeId, Term};
+use std::collections::BTreeSet;
 
 /// Terms and indices above this are refused: far beyond any real cluster, and it keeps
 /// every `+ 1` inside noraft clear of overflow.
@@ -47,29 +47,38 @@ impl Position {
     }
 }
 
-fn put_set(w: &mut Writer, set: &std::collections::BTreeSet<MemberId>) {
+fn put_set(w: &mut Writer, set: &BTreeSet<NodeId>) {
     w.len(set.len());
-    for m in set {
-        w.u64(m.0);
+    for id in set {
+        w.u64(id.get());
     }
 }
 
-fn get_set(r: &mut Reader) -> Result<std::collections::BTreeSet<MemberId>, DecodeError> {
+fn get_set(r: &mut Reader) -> Result<BTreeSet<NodeId>, DecodeError> {
     let n = r.len(8)?;
-    (0..n).map(|_| Ok(MemberId(r.u64()?))).collect()
+    (0..n).map(|_| Ok(NodeId::new(r.u64()?))).collect()
 }
 
+/// A membership is written as its Raft identities: a voter's extra votes as its shadows.
 impl Membership {
     pub fn encode(&self, w: &mut Writer) {
-        put_set(w, &self.voters);
-        put_set(w, &self.new_voters);
-        put_set(w, &self.non_voters);
+        let config = self.to_config();
+        put_set(w, &config.voters);
+        put_set(w, &config.new_voters);
+        put_set(w, &config.non_voters);
     }
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        let m = Self { voters: get_set(r)?, new_voters: get_set(r)?, non_voters: get_set(r)? };
+        let mut config = ClusterConfig::new();
+        config.voters = get_set(r)?;
+        config.new_voters = get_set(r)?;
+        config.non_voters = get_set(r)?;
         // noraft requires a non-voter to be no voter on either side of a change.
-        if m.all_voters().any(|v| m.non_voters.contains(&v)) {
+        if config.voters.union(&config.new_voters).any(|v| config.non_voters.contains(v)) {
             return Err(DecodeError("a member both votes and does not"));
+        }
+        let m = Self::from_config(&config);
+        if m.to_config() != config {
+            return Err(DecodeError("a vote of no member, or votes out of sequence"));
         }
         Ok(m)
     }

@@ -377,16 +377,17 @@ fn a_leader_cut_off_from_its_only_peer_evicts_nobody_and_both_go_on_together_whe
 #[test]
 fn of_two_members_the_heavier_keeps_the_primary_component_alone_even_when_the_other_led() {
     let mut sim = formed(2);
-    // The member that does not lead gets weight 2: the leader must hand the lead over.
+    // The member that does not lead gets weight 2: two votes of three.
     let leader = sim.status(id(1)).unwrap().leader.unwrap();
     let heavy = if leader == id(1) { id(2) } else { id(1) };
     let light = if heavy == id(1) { id(2) } else { id(1) };
     sim.set_weight(heavy, 2);
     sim.run_for(2_000).unwrap();
     assert!(sim.status(heavy).unwrap().weights_settled, "{:?}", sim.status(heavy));
-    assert_eq!(sim.status(light).unwrap().leader, Some(heavy));
+    assert_eq!(sim.status(heavy).unwrap().leader, Some(light), "the light member still leads");
     sim.partition(&[(heavy.0 - 1) as usize].into());
-    sim.run_for(GroupConfig::new("sim").suspect_timeout_ms + 1_000).unwrap();
+    // An election, then the suspect timeout from then on evicts the light member.
+    sim.run_for(2 * GroupConfig::new("sim").suspect_timeout_ms).unwrap();
     let s = sim.status(heavy).unwrap();
     assert!(s.primary && s.view.members.len() == 1, "{s:?}");
     assert!(sim.submit(heavy, b"alone, with more than half the weight".to_vec()));
@@ -397,6 +398,35 @@ fn of_two_members_the_heavier_keeps_the_primary_component_alone_even_when_the_ot
         let s = sim.status(m).unwrap();
         assert!(s.primary && s.view.members.len() == 2, "{s:?}");
     }
+}
+
+/// Weights 2,1,1,1 (member 1 breaks ties): no set of one-vote voters expresses them, two
+/// votes for member 1 do.
+#[test]
+fn with_weights_2_1_1_1_the_half_holding_the_heavier_member_stays_primary() {
+    let mut sim = formed(4);
+    sim.set_weight(id(1), 2);
+    sim.run_for(2_000).unwrap();
+    assert!(sim.status(id(1)).unwrap().weights_settled, "{:?}", sim.status(id(1)));
+    let suspect = GroupConfig::new("sim").suspect_timeout_ms;
+    for partner in 2..=4u64 {
+        sim.partition(&[0, partner as usize - 1].into());
+        sim.run_for(suspect + 1_000).unwrap();
+        for n in 1..=4u64 {
+            let s = sim.status(id(n)).unwrap();
+            let with_heavy = n == 1 || n == partner;
+            assert_eq!(s.primary, with_heavy, "3 of 5 votes with {partner}, 2 of 5 without: {s:?}");
+        }
+        assert!(sim.submit(id(partner), format!("written by {partner} beside the heavier").into_bytes()));
+        sim.heal();
+        sim.run_for(6_000).unwrap();
+        assert!((1..=4).all(|n| sim.status(id(n)).unwrap().view.members.len() == 4), "all four back");
+    }
+    // Alone, the heavier member holds 2 of 5: the other three keep the primary component.
+    sim.partition(&[0].into());
+    sim.run_for(suspect + 1_000).unwrap();
+    assert!(!sim.status(id(1)).unwrap().primary);
+    assert!((2..=4).all(|n| sim.status(id(n)).unwrap().primary));
 }
 
 #[test]
