@@ -622,7 +622,7 @@ impl<S: LogStore> Member<S> {
             Body::Probe | Body::Stale => {}
             Body::Campaign { heir } => self.receive_campaign(from, heir),
             Body::Snapshot(state) => self.install_snapshot(from, state),
-            Body::Relay(relay) => self.receive_relay(from, relay),
+            Body::Relay(relay) => self.receive_relay(Message { body: Body::Relay(relay), ..message }),
             Body::Relayed(message) => self.receive_relayed(from, *message),
             Body::PreVote { term, last } => {
                 let granted = term > self.raft.term()
@@ -999,13 +999,11 @@ impl<S: LogStore> Member<S> {
             let mut pooled: BTreeMap<u64, u32> = BTreeMap::new();
             let mut parts = Vec::new();
             for &i in indices {
-                let (to, mut message) = slots[i].take().expect("each message once");
-                let Body::Raft { message: raft, payloads, .. } = &mut message.body else {
-                    unreachable!("chosen above")
-                };
+                let (to, message) = slots[i].take().expect("each message once");
+                let Body::Raft { message: raft, payloads, call } = message.body else { unreachable!("chosen above") };
                 let commands = raft.entries().into_iter().filter(|(_, kind)| *kind == EntryKind::Command);
-                let refs = commands
-                    .zip(std::mem::take(payloads))
+                let refs: Vec<u32> = commands
+                    .zip(payloads)
                     .map(|((position, _), payload)| {
                         *pooled.entry(position.index).or_insert_with(|| {
                             pool.push(payload);
@@ -1016,7 +1014,7 @@ impl<S: LogStore> Member<S> {
                 if to != relay {
                     relayed.push(to);
                 }
-                parts.push(RelayPart { to, message: Box::new(message), payloads: refs });
+                parts.push(RelayPart { to, message: raft, payloads: refs, call });
             }
             slots[indices[0]] = Some((relay, self.envelope(Body::Relay(Relay { pool, parts }))));
         }
@@ -1034,18 +1032,14 @@ impl<S: LogStore> Member<S> {
 
     /// A relay from another segment (`from`, the envelope's authenticated sender): our part
     /// is ours; the parts of our segment's other members are handed on.
-    fn receive_relay(&mut self, from: MemberId, relay: Relay) {
-        for part in &relay.parts {
-            let message = relay.message(part);
-            if message.from != from {
-                log::warn!("{}: dropping a relayed part from {from} that claims to be {}", self.info.id, message.from);
-                continue;
-            }
-            if part.to == self.info.id {
+    fn receive_relay(&mut self, relay: Message) {
+        let from = relay.from;
+        for (to, message) in relay.relayed_parts() {
+            if to == self.info.id {
                 self.receive(message);
-            } else if part.to != from && self.segment_of(part.to) == Some(self.info.segment) {
+            } else if to != from && self.segment_of(to) == Some(self.info.segment) {
                 let relayed = self.envelope(Body::Relayed(Box::new(message)));
-                self.outbox.push((part.to, relayed));
+                self.outbox.push((to, relayed));
             }
         }
     }

@@ -32,23 +32,33 @@ pub struct Relay {
     pub parts: Vec<RelayPart>,
 }
 
+/// The sender's Raft message to `to`, inside the relay's envelope (a part has none of its own).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RelayPart {
     pub to: MemberId,
-    /// The sender's message to `to`: a Raft message whose payloads are taken out...
-    pub message: Box<Message>,
+    /// A Raft message whose payloads are taken out...
+    pub message: RaftMessage,
     /// ...and are these entries of the pool, in order.
     pub payloads: Vec<u32>,
+    /// As `Body::Raft::call`.
+    pub call: u64,
 }
 
-impl Relay {
-    /// Part `i`'s message with its payloads back in place.
-    pub fn message(&self, part: &RelayPart) -> Message {
-        let mut message = (*part.message).clone();
-        if let Body::Raft { payloads, .. } = &mut message.body {
-            *payloads = part.payloads.iter().map(|&i| self.pool[i as usize].clone()).collect();
-        }
-        message
+impl Message {
+    /// The parts of this relay message as the messages their sender addressed to each
+    /// member: this envelope around each part's Raft message, its payloads back in place.
+    pub fn relayed_parts(&self) -> Vec<(MemberId, Message)> {
+        let Body::Relay(relay) = &self.body else { return Vec::new() };
+        let part_message = |part: &RelayPart| Message {
+            body: Body::Raft {
+                message: part.message.clone(),
+                payloads: part.payloads.iter().map(|&i| relay.pool[i as usize].clone()).collect(),
+                call: part.call,
+            },
+            queue_table: self.queue_table.clone(),
+            ..*self
+        };
+        relay.parts.iter().map(|part| (part.to, part_message(part))).collect()
     }
 }
 
@@ -273,7 +283,8 @@ impl Message {
                     for &i in &part.payloads {
                         w.u32(i);
                     }
-                    w.bytes(&part.message.encode());
+                    part.message.encode(w);
+                    w.u64(part.call);
                 }
             }
             Body::Relayed(message) => {
@@ -333,11 +344,8 @@ impl Message {
                     if payloads.iter().any(|&i| i as usize >= pool.len()) {
                         return Err(DecodeError("relayed payload outside the pool"));
                     }
-                    let message = Box::new(relayable(Message::decode(&r.bytes()?)?)?);
-                    if matches!(&message.body, Body::Raft { payloads, .. } if !payloads.is_empty()) {
-                        return Err(DecodeError("relayed message carries its own payloads"));
-                    }
-                    parts.push(RelayPart { to, message, payloads });
+                    let message = RaftMessage::decode(&mut r)?;
+                    parts.push(RelayPart { to, message, payloads, call: r.u64()? });
                 }
                 Body::Relay(Relay { pool, parts })
             }
