@@ -3,7 +3,7 @@
 use super::key::{ChainHasher, ChainId, KeySet, KeyType, Reference};
 use crate::types::{Seqno, Uuid, SEQNO_UNDEFINED};
 use lockstep_group::codec::{DecodeError, Reader, Writer};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasherDefault;
 
 /// A writeset whose `seqno - last_seen` exceeds this fails (Galera's `cert.max_length`).
@@ -15,6 +15,11 @@ pub const PA_RANGE_MAX: Seqno = 65535;
 const RECLAIM_CHAINS: usize = 16 << 10;
 /// Tables up to this many buckets are kept as they are when they empty.
 const SHRINK_ABOVE_CAPACITY: usize = 1 << 16;
+/// A writeset with this many chains or more stays out of the table: certification searches
+/// its sorted chains instead (`CertificationIndex::bulky`). Entering a 2.5 million-row
+/// writeset's chains one by one cost 0.2 GB of table and most of a second of CPU on every
+/// node, for a few later writesets to look up.
+const BULK_CHAINS: usize = 1 << 16;
 
 /// Who certified a writeset: what a conflict with it depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +80,12 @@ pub struct CertificationIndex {
     entries: HashMap<ChainId, KeyEntry, BuildHasherDefault<ChainHasher>>,
     /// Certified writesets still in the index.
     certified: BTreeMap<Seqno, Certified>,
+    /// Certified writesets whose chains are not in `entries` (`BULK_CHAINS` or more): a
+    /// lookup searches each one's sorted chains, and takes the latest of what it finds
+    /// there and in `entries`, as if they had been entered.
+    bulky: BTreeSet<Seqno>,
+    /// `BULK_CHAINS`; tests compare both ways of holding chains.
+    bulk_from: usize,
     /// Writesets at or below this are purged: their references count for nothing, whether
     /// or not `reclaim` has dropped them from memory yet.
     purged_upto: Seqno,
@@ -107,6 +118,8 @@ impl CertificationIndex {
         CertificationIndex {
             entries: HashMap::default(),
             certified: BTreeMap::new(),
+            bulky: BTreeSet::new(),
+            bulk_from: BULK_CHAINS,
             purged_upto: SEQNO_UNDEFINED,
             last_pa_unsafe: SEQNO_UNDEFINED,
             initial_position,
@@ -120,7 +133,37 @@ impl CertificationIndex {
 
     /// Number of key chains held (`cert_index_size`).
     pub fn size(&self) -> usize {
-        self.entries.len()
+        let bulky = self.bulky.iter().filter_map(|s| self.certified.get(s)).map(|c| c.chains.len());
+        self.entries.len() + bulky.sum::<usize>()
+    }
+
+    /// Per key type, the latest live writeset that set `chain` with that type.
+    fn latest(&self, chain: ChainId) -> [Seqno; 4] {
+        let mut latest = self.entries.get(&chain).map_or([NO_WRITESET; 4], |e| e.latest);
+        for &seqno in self.bulky.range(self.purged_upto + 1..) {
+            let Some(bulk) = self.certified.get(&seqno) else { continue };
+            if let Ok(i) = bulk.chains.binary_search_by_key(&chain, |r| r.chain()) {
+                let kind = bulk.chains[i].kind() as usize;
+                latest[kind] = latest[kind].max(seqno);
+            }
+        }
+        latest
+    }
+
+    /// Enters a certified writeset: its chains into the table, or, if it has many, as a
+    /// sorted vector of its own.
+    fn enter(&mut self, seqno: Seqno, certified: Certified) {
+        if certified.chains.len() >= self.bulk_from {
+            self.bulky.insert(seqno);
+        } else {
+            // At most one growth of the table for the whole writeset, not a doubling after
+            // another (each one touching every bucket again).
+            self.entries.reserve(certified.chains.len());
+            for reference in &certified.chains {
+                self.entries.entry(reference.chain()).or_default().latest[reference.kind() as usize] = seqno;
+            }
+        }
+        self.certified.insert(seqno, certified);
     }
 
     /// Full keys plus every proper prefix as a SHARED branch key, one type per chain
@@ -179,9 +222,9 @@ impl CertificationIndex {
         }
         for reference in &chains {
             let new_type = reference.kind();
-            let Some(entry) = self.entries.get(&reference.chain()) else { continue };
+            let latest = self.latest(reference.chain());
             for earlier_type in KeyType::ALL {
-                let earlier = entry.latest[earlier_type as usize];
+                let earlier = latest[earlier_type as usize];
                 if earlier == NO_WRITESET || earlier <= self.purged_upto {
                     continue;
                 }
@@ -209,14 +252,8 @@ impl CertificationIndex {
         if w.isolation {
             depends_on = w.seqno - 1;
         }
-        // At most one growth of the table for the whole writeset, not a doubling after
-        // another (each one touching every bucket again).
-        self.entries.reserve(chains.len());
-        for reference in &chains {
-            self.entries.entry(reference.chain()).or_default().latest[reference.kind() as usize] = w.seqno;
-        }
         let origin = Origin { source: w.source, isolation: w.isolation };
-        self.certified.insert(w.seqno, Certified { origin, chains });
+        self.enter(w.seqno, Certified { origin, chains });
         if w.pa_unsafe {
             self.last_pa_unsafe = w.seqno;
         }
@@ -259,10 +296,13 @@ impl CertificationIndex {
             for _ in 0..r.len(17)? {
                 let chain = ChainId::from_le_bytes(r.array()?) & !3;
                 let kind = KeyType::from_raw(u32::from(r.u8()?)).ok_or(DecodeError("unknown key type"))?;
-                index.entries.entry(chain).or_default().latest[kind as usize] = seqno;
                 chains.push(Reference::new(chain, kind));
             }
-            index.certified.insert(seqno, Certified { origin, chains });
+            // A bulky writeset's chains are searched: they must be sorted, one type a chain.
+            if chains.len() >= index.bulk_from && !chains.windows(2).all(|p| p[0].chain() < p[1].chain()) {
+                return Err(DecodeError("a big writeset's chains out of order"));
+            }
+            index.enter(seqno, Certified { origin, chains });
         }
         Ok(index)
     }
@@ -283,6 +323,12 @@ impl CertificationIndex {
             let seqno = *entry.key();
             if seqno > self.purged_upto {
                 break;
+            }
+            if self.bulky.remove(&seqno) {
+                // Its chains were never in the table: it goes in one step.
+                entry.remove();
+                budget = budget.saturating_sub(1);
+                continue;
             }
             let chains = &mut entry.get_mut().chains;
             let take = chains.len().min(budget);
@@ -503,7 +549,7 @@ mod tests {
 
     #[test]
     fn a_big_writeset_reclaimed_gives_its_memory_back() {
-        let mut index = CertificationIndex::new(0);
+        let mut index = CertificationIndex { bulk_from: usize::MAX, ..CertificationIndex::new(0) };
         let big: KeySet = (0..200_000u32).map(|i| Key::new(vec![i.to_be_bytes().to_vec()], KeyType::Update)).collect();
         assert!(matches!(index.certify(&trx(1, 0, A, &big)), Verdict::Pass { .. }));
         let small = set(&[Key::new(vec![b"row".to_vec()], KeyType::Update)]);
@@ -541,5 +587,68 @@ mod tests {
         }
         assert_eq!(index.size(), 1);
         assert_eq!(index.certified.len(), 1);
+    }
+
+    #[test]
+    fn a_writeset_with_many_chains_stays_out_of_the_table_and_leaves_in_one_step() {
+        let mut index = CertificationIndex::new(0);
+        let rows = BULK_CHAINS as u32 * 3;
+        let big: KeySet = (0..rows).map(|i| Key::new(vec![i.to_be_bytes().to_vec()], KeyType::Update)).collect();
+        assert!(matches!(index.certify(&trx(1, 0, A, &big)), Verdict::Pass { .. }));
+        assert!(index.capacity() < 1024, "{} buckets", index.capacity());
+        assert_eq!(index.size(), rows as usize);
+        // Another member that had not seen it conflicts on any of its rows.
+        let one_row = set(&[Key::new(vec![77u32.to_be_bytes().to_vec()], KeyType::Update)]);
+        assert_eq!(index.certify(&trx(2, 0, B, &one_row)), Verdict::Fail);
+        let elsewhere = set(&[Key::new(vec![rows.to_be_bytes().to_vec()], KeyType::Update)]);
+        assert_eq!(index.certify(&trx(3, 0, B, &elsewhere)), Verdict::Pass { depends_on: 0 });
+        index.purge_upto(1);
+        assert_eq!(index.size(), 1, "gone at the first reclaim");
+    }
+
+    /// Holding chains in the table or searching a writeset's own sorted chains gives the same
+    /// verdicts, dependencies and encoding, through purges and a transfer to a joiner.
+    #[test]
+    fn searched_chains_certify_exactly_as_chains_in_the_table() {
+        let mut seed = 0x5eed_u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut in_table = CertificationIndex { bulk_from: usize::MAX, ..CertificationIndex::new(0) };
+        let mut searched = CertificationIndex { bulk_from: 2, ..CertificationIndex::new(0) };
+        let kinds = [KeyType::Shared, KeyType::Reference, KeyType::Update, KeyType::Exclusive];
+        for seqno in 1..3_000 {
+            let keys: KeySet = (0..1 + next(5))
+                .map(|_| {
+                    let name = if next(2) == 0 { "t" } else { "u" };
+                    if next(20) == 0 {
+                        table(name)
+                    } else {
+                        row(name, next(12) as u8, kinds[next(4) as usize])
+                    }
+                })
+                .collect();
+            let candidate = Candidate {
+                isolation: next(50) == 0,
+                pa_unsafe: next(40) == 0,
+                continues_stream: next(30) == 0,
+                ..trx(seqno, seqno - 1 - next(8) as Seqno, if next(2) == 0 { A } else { B }, &keys)
+            };
+            assert_eq!(in_table.certify(&candidate), searched.certify(&candidate), "seqno {seqno}");
+            if next(10) == 0 {
+                let upto = seqno - 1 - next(20) as Seqno;
+                in_table.purge_upto(upto);
+                searched.purge_upto(upto);
+            }
+            if seqno % 500 == 0 {
+                assert_eq!(in_table.digest(), searched.digest());
+                let mut w = Writer::default();
+                searched.encode(&mut w);
+                let joiner = CertificationIndex::decode(&mut Reader::new(&w.bytes), true).unwrap();
+                searched = CertificationIndex { bulk_from: 2, ..joiner };
+            }
+        }
+        assert!(!searched.bulky.is_empty() && searched.entries.len() < in_table.entries.len());
     }
 }
