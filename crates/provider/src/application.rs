@@ -73,4 +73,11 @@ pub trait Application: Send + Sync {
     /// Donor: start sending state `state_id` as `request` asks; must not block for the
     /// transfer (the result comes back through `Provider::sst_sent`).
     fn sst_donate(&self, recv: RecvCtx, request: &[u8], state_id: Gtid, bypass: bool) -> Result<(), CallbackFailed>;
+    /// Ends the server's process at once, as Galera does when a joiner can never receive the
+    /// group's state: the server must not go on starting (or report errors of its own)
+    /// without it. The ABI layer first restores the default action of SIGABRT, so that the
+    /// server's crash report stays out of its log (a shell sees exit status 134).
+    fn abort_process(&self) -> ! {
+        std::process::abort()
+    }
 }

@@ -6,6 +6,7 @@
 use crate::certification::KeySet;
 use crate::types::{Gtid, Seqno, SourceTrx, Uuid};
 use lockstep_group::codec::{DecodeError, Reader, Writer};
+use lockstep_group::MemberId;
 
 const FORMAT_VERSION: u8 = 1;
 
@@ -45,6 +46,11 @@ pub enum Control {
     /// Flow control: the sender's apply queue passed its limit and it asks the writers to stop
     /// or to slow down, or it drained (`ask`: `core::flow::Ask::code`).
     Flow { ask: u8 },
+    /// The sender, chosen to donate for `joiner`'s state request `id`, could not: its server
+    /// refused to donate, or the transfer ended with an error. `rcode` is a negative errno
+    /// (Galera's JOIN with a negative code): every member logs it, and the joiner, which will
+    /// never receive that state, stops.
+    TransferFailed { joiner: MemberId, id: u64, rcode: i32 },
 }
 
 const WRITESET: u8 = 1;
@@ -54,6 +60,7 @@ const STATE_REQUEST: u8 = 4;
 const SYNCED: u8 = 5;
 const VOTE: u8 = 6;
 const FLOW: u8 = 7;
+const TRANSFER_FAILED: u8 = 8;
 
 fn put_uuid(w: &mut Writer, uuid: &Uuid) {
     w.bytes(&uuid.0);
@@ -154,11 +161,16 @@ impl Control {
                 w.u8(*ask);
                 w.bytes
             }
+            Control::TransferFailed { joiner, id, rcode } => {
+                let mut w = header(TRANSFER_FAILED);
+                w.u64(joiner.0).u64(*id).u32(*rcode as u32);
+                w.bytes
+            }
         }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Control, DecodeError> {
-        let (mut r, kind) = open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED, VOTE, FLOW])?;
+        let (mut r, kind) = open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED, VOTE, FLOW, TRANSFER_FAILED])?;
         let control = match kind {
             BARRIER => Control::Barrier { id: r.u64()? },
             COMMIT_CUT => Control::CommitCut { seqno: r.u64()? as Seqno },
@@ -171,7 +183,15 @@ impl Control {
             }
             VOTE => Control::Vote { seqno: r.u64()? as Seqno, outcome: r.u64()? },
             FLOW => Control::Flow { ask: r.u8()? },
-            _ => Control::Synced,
+            TRANSFER_FAILED => {
+                let (joiner, id, rcode) = (MemberId(r.u64()?), r.u64()?, r.u32()? as i32);
+                if rcode >= 0 {
+                    return Err(DecodeError("a failed state transfer without an error code"));
+                }
+                Control::TransferFailed { joiner, id, rcode }
+            }
+            SYNCED => Control::Synced,
+            _ => return Err(DecodeError("unexpected message kind")),
         };
         r.finish()?;
         Ok(control)
@@ -210,6 +230,8 @@ mod tests {
             Control::Flow { ask: u8::MAX },
             Control::Flow { ask: 1 },
             Control::Flow { ask: 0 },
+            Control::TransferFailed { joiner: MemberId(3), id: 0x5eed_0001, rcode: -125 },
+            Control::TransferFailed { joiner: MemberId(u64::MAX), id: 1, rcode: i32::MIN },
         ];
         for c in controls {
             assert_eq!(Control::decode(&c.encode()).unwrap(), c);
@@ -239,7 +261,12 @@ mod tests {
             ist_addr: "127.0.0.1:4568".into(),
             id: 77,
         };
-        let samples = [ws.encode(), control.encode(), Control::Vote { seqno: 12, outcome: 5 }.encode()];
+        let samples = [
+            ws.encode(),
+            control.encode(),
+            Control::Vote { seqno: 12, outcome: 5 }.encode(),
+            Control::TransferFailed { joiner: MemberId(2), id: 77, rcode: -125 }.encode(),
+        ];
         let mut decoded = 0;
         for bytes in lockstep_group::fuzz::corruptions(&samples, 20_000, 5) {
             decoded += usize::from(Writeset::decode(bytes.clone()).is_ok());
@@ -264,5 +291,20 @@ mod tests {
         }
         assert!(Control::decode(&ws).is_err());
         assert!(Writeset::decode(Control::Synced.encode()).is_err());
+    }
+
+    #[test]
+    fn a_transfer_failure_needs_an_error_code_and_unknown_kinds_are_refused() {
+        let mut w = header(TRANSFER_FAILED);
+        w.u64(2).u64(77).u32(0);
+        assert!(Control::decode(&w.bytes).is_err(), "rcode 0 is no failure");
+        let failure = Control::TransferFailed { joiner: MemberId(2), id: 77, rcode: -125 }.encode();
+        for cut in 0..failure.len() {
+            assert!(Control::decode(&failure[..cut]).is_err());
+        }
+        // What a member that predates a kind reads: an error, never another message.
+        let mut unknown = failure.clone();
+        unknown[1] = 200;
+        assert!(Control::decode(&unknown).is_err());
     }
 }

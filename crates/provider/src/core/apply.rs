@@ -7,7 +7,7 @@ use super::{Core, APPLICATION_PROTOCOL, APPLY_QUEUE_LIMIT, CAPABILITIES};
 use crate::application::{Member, View, ViewStatus};
 use crate::ist::Preload;
 use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
-use crate::writeset::Writeset;
+use crate::writeset::{Control, Writeset};
 use lockstep_group::MemberId;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -70,6 +70,9 @@ pub enum Task {
 /// What a donor needs, captured when the request was delivered.
 #[derive(Debug)]
 pub struct Donation {
+    /// The member that asked, and its request's id: a failure is reported for them.
+    pub joiner: MemberId,
+    pub request_id: u64,
     pub request: Vec<u8>,
     pub after: Seqno,
     /// Where the joiner's data stands (undefined: not in this history).
@@ -79,6 +82,14 @@ pub struct Donation {
     pub preload: Preload,
     /// Failed seqnos after `position` up to `after`, if all verdicts there are known.
     pub failed: Option<BTreeSet<Seqno>>,
+}
+
+/// A donation this node's server runs: the state it donates, and the request it serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Donating {
+    pub state_id: Gtid,
+    pub joiner: MemberId,
+    pub request_id: u64,
 }
 
 /// One event of an incremental transfer, decoded.
@@ -99,6 +110,12 @@ pub enum HandshakeStep {
         position: Gtid,
         rcode: i32,
     },
+    /// The transfer failed (its donor reported so through the order, or the server's
+    /// `sst_received` did): this node will never receive the state. Galera aborts the
+    /// process here; the runtime does the same.
+    Failed {
+        rcode: i32,
+    },
 }
 
 /// What a joiner's applier does about its state request.
@@ -106,8 +123,9 @@ pub enum HandshakeStep {
 pub enum RequestStart {
     /// The connection ended meanwhile.
     Ended,
-    /// The state arrived while the applier waited to ask again after a "no donor" answer
-    /// (a donor that other members chose may still send it): nothing to ask, take it.
+    /// The transfer's outcome (the state, or its failure) arrived while the applier waited
+    /// to ask again after a "no donor" answer (a donor that other members chose may still
+    /// act on the request): nothing to ask, take it.
     AlreadyReceived,
     /// Send the request: our position, whether we also hold the order from there,
     /// `ist.recv_addr`, the donors asked for.
@@ -457,7 +475,7 @@ impl<W: Clone + PartialEq> Core<W> {
         if !self.is_current(generation) || !matches!(self.phase, Phase::Joining(_)) {
             return RequestStart::Ended;
         }
-        if matches!(self.phase, Phase::Joining(Handshake::Received { .. })) {
+        if matches!(self.phase, Phase::Joining(Handshake::Received { .. } | Handshake::Failed { .. })) {
             return RequestStart::AlreadyReceived;
         }
         let has_state = self.has_state();
@@ -488,6 +506,7 @@ impl<W: Clone + PartialEq> Core<W> {
             Phase::Joining(Handshake::Received { position, rcode }) => {
                 Some(HandshakeStep::Received { position, rcode })
             }
+            Phase::Joining(Handshake::Failed { rcode }) => Some(HandshakeStep::Failed { rcode }),
             Phase::Joining(_) => {
                 self.phase_waiters.push(waiter.clone());
                 None
@@ -496,9 +515,21 @@ impl<W: Clone + PartialEq> Core<W> {
         }
     }
 
-    /// The server's `sst_received`.
+    /// The server's `sst_received`. With `rcode` < 0 its transfer failed: this node will
+    /// never receive that state (see [`Core::transfer_failed`]).
     pub fn sst_received(&mut self, position: Gtid, rcode: i32) -> Status {
         match self.phase {
+            Phase::Joining(Handshake::Failed { .. }) => {
+                log::info!("state transfer result {position} (rcode {rcode}) arrived after the transfer failed");
+                Status::Ok
+            }
+            Phase::Joining(h @ (Handshake::Pending | Handshake::Requested | Handshake::NoDonor)) if rcode < 0 => {
+                if h != Handshake::Requested {
+                    log::info!("state transfer failure (rcode {rcode}) arrived while the request was {h:?}");
+                }
+                self.set_phase(Phase::Joining(Handshake::Failed { rcode }));
+                Status::Ok
+            }
             Phase::Joining(Handshake::NoDonor) => {
                 // Found by the simulator: a joiner that restarted past a gap in the group's
                 // log guesses which members are synced and may find no donor where the others
@@ -538,6 +569,8 @@ impl<W: Clone + PartialEq> Core<W> {
             return Err(Status::ConnFail);
         }
         let group = self.group();
+        // A failure reported by `sst_received` ends in `Handshake::Failed` instead; this is
+        // a state that does not fit (or a result that came after no donor was found).
         if rcode < 0 || position.uuid != group || position.seqno < 0 {
             log::error!(
                 "state transfer failed (rcode {rcode}, position {position}, group {group}): \
@@ -732,8 +765,11 @@ impl<W: Clone + PartialEq> Core<W> {
     // ---- donor ---------------------------------------------------------------------------
 
     /// The donor's half at delivery time: its ordering state at `after`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn donation(
         &self,
+        joiner: MemberId,
+        request_id: u64,
         request: Vec<u8>,
         after: Seqno,
         position: Gtid,
@@ -742,7 +778,17 @@ impl<W: Clone + PartialEq> Core<W> {
     ) -> Donation {
         let in_history = position.uuid == self.group() && position.seqno >= 0;
         let failed = if in_history { self.ordering.verdicts.failed_in(position.seqno + 1, after) } else { None };
-        Donation { request, after, position, joiner_has_state, ist_addr, preload: self.preload(), failed }
+        Donation {
+            joiner,
+            request_id,
+            request,
+            after,
+            position,
+            joiner_has_state,
+            ist_addr,
+            preload: self.preload(),
+            failed,
+        }
     }
 
     /// The ordering state a joiner (or a restart, from a checkpoint) certifies on from.
@@ -759,20 +805,91 @@ impl<W: Clone + PartialEq> Core<W> {
     /// state id to donate.
     pub fn donation_started(&mut self, donation: &Donation, bypass: bool) -> Gtid {
         self.desync_count += 1;
-        if bypass {
-            donation.position
-        } else {
-            self.last_committed()
+        let state_id = if bypass { donation.position } else { self.last_committed() };
+        if let Some(c) = self.connection.as_mut() {
+            c.donations.push(Donating { state_id, joiner: donation.joiner, request_id: donation.request_id });
         }
+        state_id
     }
 
-    /// The donor's transfer ended (`sst_sent`).
-    pub fn donation_ended(&mut self) {
+    /// The server refused to start `donation` (its `sst_donate` failed): it ends, and the
+    /// group is told (see [`Core::donation_ended`]).
+    pub fn donation_refused(&mut self, donation: &Donation, rcode: i32) {
+        let record = self.connection.as_mut().and_then(|c| {
+            let at =
+                c.donations.iter().position(|r| (r.joiner, r.request_id) == (donation.joiner, donation.request_id));
+            at.map(|at| c.donations.remove(at))
+        });
+        self.end_donation(record, rcode);
+    }
+
+    /// The server's transfer of `state_id` ended (`sst_sent`). `rcode` < 0: it failed, and
+    /// the group is told through the order, so that the joiner, which will never receive
+    /// that state, stops (Galera's JOIN with a negative code). The server names the state it
+    /// sent (after a failure only its history), not the joiner: with several donations under
+    /// way (a donor that announced itself synced again at a view is chosen again), a failure
+    /// that matches none of their states exactly is not reported, rather than stop a joiner
+    /// whose transfer may be going well; that joiner's own SST script fails in the end.
+    pub fn donation_ended(&mut self, state_id: Gtid, rcode: i32) {
+        let record = self.connection.as_mut().and_then(|c| {
+            let exact = c.donations.iter().position(|r| r.state_id == state_id);
+            let only = (c.donations.len() == 1).then_some(0);
+            match exact.or(only) {
+                Some(at) => Some(c.donations.remove(at)),
+                None => {
+                    // Which one ended is unknown: the oldest leaves the list, unreported.
+                    if !c.donations.is_empty() {
+                        let oldest = c.donations.remove(0);
+                        if rcode < 0 {
+                            log::info!(
+                                "a state transfer from this node failed (rcode {rcode}), but {} were under way: the \
+                                 joiner's own script reports it (not told to member {})",
+                                c.donations.len() + 1,
+                                oldest.joiner
+                            );
+                        }
+                    }
+                    None
+                }
+            }
+        });
+        let unattributed = record.is_none() && rcode < 0;
+        self.end_donation(record, if unattributed { 0 } else { rcode });
+    }
+
+    fn end_donation(&mut self, record: Option<Donating>, rcode: i32) {
         if self.desync_count > 0 {
             self.desync_count -= 1;
         }
-        if self.connection.is_some() {
-            self.announce_synced();
+        if self.connection.is_none() {
+            return;
+        }
+        if let (Some(r), true) = (record, rcode < 0) {
+            let failure = Control::TransferFailed { joiner: r.joiner, id: r.request_id, rcode };
+            // A report that is not ordered (this node left the primary component meanwhile)
+            // is not sent again: the joiner then waits for its own SST script to give up.
+            self.effects.send.push((failure, 0));
+        }
+        self.announce_synced();
+    }
+
+    /// The transfer this joiner waits for failed: it will never receive the state (the
+    /// runtime then ends the process, as Galera does). Returns the failure's code.
+    pub fn transfer_failed(&self) -> Option<i32> {
+        match self.phase {
+            Phase::Joining(Handshake::Failed { rcode }) => Some(rcode),
+            _ => None,
+        }
+    }
+
+    /// A donor's failure, ordered: the joiner it was for, if it is us waiting for that
+    /// request, can never receive the state. A state already received stays (the donor's
+    /// side may fail after the joiner's side finished).
+    pub(super) fn donor_failed(&mut self, joiner: MemberId, id: u64, rcode: i32) {
+        let ours = self.connection.as_ref().is_some_and(|c| c.me == joiner && c.request_id == id && id != 0);
+        let waiting = matches!(self.phase, Phase::Joining(Handshake::Requested | Handshake::NoDonor));
+        if ours && waiting {
+            self.set_phase(Phase::Joining(Handshake::Failed { rcode }));
         }
     }
 }

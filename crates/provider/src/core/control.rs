@@ -74,6 +74,7 @@ impl<W: Clone + PartialEq> Core<W> {
             leader: None,
             cached: None,
             donor: None,
+            donations: Default::default(),
             checkpoint: opening.checkpoint,
         });
         self.set_phase(Phase::Opening);

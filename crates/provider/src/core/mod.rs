@@ -20,6 +20,9 @@ mod stats;
 mod trx;
 mod vote;
 
+#[cfg(test)]
+mod transfer_failure_tests;
+
 pub use apply::{member_uuid, Donation, Event, HandshakeStep, RequestStart, Task, Transferred, Turn};
 pub use control::Opening;
 pub use flow::FlowSettings;
@@ -158,6 +161,9 @@ pub struct Connection {
     pub cached: Option<Seqno>,
     /// The donor chosen for our state request, once it is ordered.
     pub donor: Option<MemberId>,
+    /// Donations this node's server is running, oldest first: a failed one is reported for
+    /// its joiner.
+    pub donations: Vec<apply::Donating>,
     /// The certification checkpoint found at the start, until the first delivery says
     /// whether it fits.
     pub checkpoint: Option<Box<Checkpoint>>,

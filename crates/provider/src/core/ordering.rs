@@ -8,7 +8,7 @@ use super::{Core, InFlight};
 use crate::application::{Member, View, ViewStatus};
 use crate::certification::{Candidate, CertificationIndex, KeySet, Verdict};
 use crate::checkpoint::Checkpoint;
-use crate::state_transfer::choose_donor;
+use crate::state_transfer::{choose_donor, transfer_failed_line};
 use crate::types::{flags, Gtid, Seqno, Status, Uuid};
 use crate::writeset::{Control, Writeset};
 use lockstep_group::{Delivered, DeliveredKind, MemberId, SubmitError};
@@ -677,9 +677,19 @@ impl<W: Clone + PartialEq> Core<W> {
                     self.set_catch_up(CatchUp::AtRequest(after));
                 }
                 if donor == me {
-                    let donation = self.donation(sst_request, after, position, has_state, ist_addr);
+                    let donation = self.donation(origin, id, sst_request, after, position, has_state, ist_addr);
                     self.push_event(Event::Donate(Box::new(donation)));
                 }
+            }
+            Control::TransferFailed { joiner, id, rcode } => {
+                // Replayed ones (from before a restart) are of a past connection.
+                if !live {
+                    return;
+                }
+                let Some(c) = self.connection.as_ref() else { return };
+                // Galera's words, on every member: operators and MariaDB's tests know them.
+                log::warn!("{}", transfer_failed_line(&c.view.members, origin, joiner, rcode));
+                self.donor_failed(joiner, id, rcode);
             }
         }
     }

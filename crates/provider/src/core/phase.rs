@@ -33,6 +33,9 @@ pub enum Handshake {
     NoDonor,
     /// The server reported the transfer's result (`sst_received`).
     Received { position: Gtid, rcode: i32 },
+    /// The transfer failed (its donor ordered the failure, or the server reported `rcode`
+    /// < 0): this node will never receive that state, and its process ends (Galera's abort).
+    Failed { rcode: i32 },
 }
 
 /// The joiner's side of the donor's stream (gap and certification state), which replaces
@@ -85,6 +88,7 @@ impl Phase {
                 (Pending | NoDonor | Requested, Requested)
                     | (Requested, NoDonor)
                     | (Requested | NoDonor, Received { .. })
+                    | (Pending | Requested | NoDonor, Failed { .. })
             ),
             // The server took the state (or needs none: a reconnect that continues its own).
             (Joining(Received { .. } | Pending), Joined) => true,
@@ -110,6 +114,7 @@ pub fn local_state(phase: Phase, component: Component, desynced: bool) -> (i64, 
     match phase {
         Phase::Joined | Phase::Synced if component == Component::NonPrimary => (0, "Initialized"),
         Phase::Joined | Phase::Synced if desynced => (2, "Donor/Desynced"),
+        Phase::Joining(Handshake::Failed { .. }) => (0, "Joining: State Transfer failed"),
         Phase::Joining(_) => (1, "Joining"),
         Phase::Joined => (3, "Joined"),
         Phase::Synced => (4, "Synced"),
@@ -141,6 +146,21 @@ mod tests {
         }
         assert_eq!(local_state(Phase::Synced, Component::NonPrimary, false), (0, "Initialized"));
         assert_eq!(local_state(Phase::Synced, Component::Primary, true), (2, "Donor/Desynced"));
+    }
+
+    #[test]
+    fn a_failed_transfer_ends_the_handshake_for_good() {
+        let mut p = Phase::Joining(Handshake::Requested);
+        p.to(Phase::Joining(Handshake::Failed { rcode: -125 }));
+        assert_eq!(local_state(p, Component::Primary, false), (0, "Joining: State Transfer failed"));
+        let mut received = Phase::Joining(Handshake::Received { position: Gtid::UNDEFINED, rcode: 0 });
+        let late = std::panic::catch_unwind(move || received.to(Phase::Joining(Handshake::Failed { rcode: -125 })));
+        assert!(late.is_err(), "a state already received does not fail afterwards");
+        for next in [Phase::Joining(Handshake::Requested), Phase::Joined] {
+            let mut failed = Phase::Joining(Handshake::Failed { rcode: -125 });
+            assert!(std::panic::catch_unwind(move || failed.to(next)).is_err(), "{next:?} after a failure");
+        }
+        p.to(Phase::Closed);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use super::Provider;
 use crate::application::{ApplyRequest, RecvCtx, View, WsHandle};
 use crate::core::{Donation, Event, HandshakeStep, RequestStart, Task, Turn, REMOTE_HANDLE};
+use crate::state_transfer::{errno_text, DONATION_REFUSED};
 use crate::types::{flags, Gtid, Seqno, Status, TrxMeta};
 use crate::writeset::{Control, Writeset};
 use std::time::Duration;
@@ -145,7 +146,14 @@ impl Provider {
     /// Joiner: asks the group for a donor and blocks this applier until the application
     /// reports the transfer (`sst_received`), as MariaDB expects.
     fn receive_state(&self, generation: u64, view: &View) -> Result<(), Status> {
-        let request = self.app.sst_request().map_err(|e| self.callback_failed(e.0))?;
+        let request = match self.app.sst_request() {
+            Ok(request) => request,
+            // The joiner's SST script could not start (it logged why): no state will arrive.
+            Err(e) => self.end_process(
+                &format!("the application's {} callback failed: this node cannot receive the group's state", e.0),
+                "SST request callback failed. This is unrecoverable, restart required.",
+            ),
+        };
         if request.is_empty() {
             // A running server that reconnects cannot take a snapshot (rsync, mysqldump...):
             // it continues from what it holds, or cannot join at all.
@@ -189,8 +197,33 @@ impl Provider {
                 HandshakeStep::Received { .. } => {
                     return self.with_core(|core| core.install_transfer(generation)).map(|_| ());
                 }
+                HandshakeStep::Failed { rcode } => self.never_receive_state(rcode),
             }
         }
+    }
+
+    /// The transfer this joiner waits for failed (its donor's failure came through the order,
+    /// or the server's `sst_received` reported one): it will never receive the state.
+    fn never_receive_state(&self, rcode: i32) -> ! {
+        let why = format!("the state transfer this node waited for failed: {rcode} ({})", errno_text(rcode));
+        self.end_process(&why, "Will never receive state. Need to abort.")
+    }
+
+    /// Ends the process as Galera does where a joiner cannot go on (`abort`): the server
+    /// must not start without the group's state, nor wait minutes for a transfer that will
+    /// not come. `why` goes to a Note, then `last_words` (Galera's, which MariaDB's tests
+    /// suppress) to an error. Only the first caller speaks; another one waits for the end.
+    fn end_process(&self, why: &str, last_words: &str) -> ! {
+        if self.ending.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            loop {
+                std::thread::park();
+            }
+        }
+        log::info!("{why}");
+        log::error!("{last_words}");
+        let program = std::env::args().next().unwrap_or_else(|| "the server".into());
+        log::info!("{program}: Terminated.");
+        self.app.abort_process()
     }
 
     fn apply_remote(
@@ -247,8 +280,10 @@ impl Provider {
         let state_id = self.with_core(|core| core.donation_started(d, bypass));
         log::info!("donating state {state_id} to a joiner{}", if bypass { " (position only)" } else { "" });
         if let Err(e) = self.app.sst_donate(ctx, &d.request, state_id, bypass) {
-            log::error!("the application refused to donate state: {}", e.0);
-            self.sst_sent(state_id, -1);
+            // Galera's words ("SST failed: "), which MariaDB's tests suppress; the server
+            // logged why it refused. The group is told, and the joiner stops.
+            log::error!("SST failed: the server refused to donate state {state_id} ({} callback failed)", e.0);
+            self.with_core(|core| core.donation_refused(d, DONATION_REFUSED));
         }
         Ok(())
     }
@@ -272,19 +307,30 @@ impl Provider {
         Ok(())
     }
 
-    /// Joiner side of a state transfer: the application has the state at `position`.
+    /// Joiner side of a state transfer: the application has the state at `position`, or
+    /// (`rcode` < 0) it failed, and this node will never receive the state: the process
+    /// ends here, before the server goes on to report errors of its own.
     pub fn sst_received(&self, position: Gtid, rcode: i32) -> Status {
-        self.with_core(|core| core.sst_received(position, rcode))
+        let (status, failed) = self.with_core(|core| (core.sst_received(position, rcode), core.transfer_failed()));
+        if let Some(rcode) = failed {
+            self.never_receive_state(rcode);
+        }
+        status
     }
 
-    /// Donor side: the transfer the application started has ended.
+    /// Donor side: the transfer the application started has ended. A failure is told to
+    /// the group (the joiner stops).
     pub fn sst_sent(&self, position: Gtid, rcode: i32) -> Status {
         if rcode < 0 {
-            log::error!("state transfer from this node failed (rcode {rcode}, position {position})");
+            // Galera's words ("SST failed: "), which MariaDB's tests suppress.
+            log::error!(
+                "SST failed: the state transfer of {position} from this node ended with {rcode} ({})",
+                errno_text(rcode)
+            );
         } else {
             log::info!("state transfer of {position} sent");
         }
-        self.with_core(|core| core.donation_ended());
+        self.with_core(|core| core.donation_ended(position, rcode));
         Status::Ok
     }
 }

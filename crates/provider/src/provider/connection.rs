@@ -226,13 +226,7 @@ impl Provider {
     }
 
     pub(super) fn callback_failed(&self, name: &str) -> Status {
-        if name == "sst_request" {
-            // Galera's words, which operators and MariaDB's tests know: the joiner's SST
-            // script could not start (it logged why), so no state will arrive.
-            log::error!("SST request callback failed. This is unrecoverable, restart required.");
-        } else {
-            log::error!("the application's {name} callback failed; this node stops applying");
-        }
+        log::error!("the application's {name} callback failed; this node stops applying");
         Status::Fatal
     }
 

@@ -25,6 +25,7 @@ use crate::options::{NodeSite, Options};
 use crate::types::Gtid;
 use lockstep_group::{GroupNode, Outbox};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::Thread;
@@ -82,6 +83,8 @@ pub struct Provider {
     core: Mutex<Core<Parked>>,
     saved: Mutex<SavedStateWriter>,
     link: Mutex<Option<Arc<Link>>>,
+    /// The process is being ended (`end_process`): later callers wait for it.
+    ending: AtomicBool,
 }
 
 /// What the core needs of the options.
@@ -127,6 +130,7 @@ impl Provider {
             core: Mutex::new(core),
             saved: Mutex::new(SavedStateWriter { file, written: 0 }),
             link: Mutex::new(None),
+            ending: AtomicBool::new(false),
         })
     }
 

@@ -15,6 +15,10 @@ use std::time::Duration;
 struct FakeServer {
     provider: OnceLock<Weak<Provider>>,
     calls: Mutex<Vec<String>>,
+    /// A joiner's request for its donor (none: `trivial`); `Err`: its SST script fails to start.
+    sst_request: Mutex<Option<Result<Vec<u8>, CallbackFailed>>>,
+    /// The server refuses to donate (MariaDB: "Bad remote auth string. SST canceled.").
+    refuse_donation: std::sync::atomic::AtomicBool,
 }
 
 impl FakeServer {
@@ -50,12 +54,21 @@ impl Application for FakeServer {
 
     fn sst_request(&self) -> Result<Vec<u8>, CallbackFailed> {
         self.record("sst_request".into());
-        Ok(b"trivial\0".to_vec())
+        self.sst_request.lock().unwrap().clone().unwrap_or(Ok(b"trivial\0".to_vec()))
     }
 
     fn sst_donate(&self, _recv: RecvCtx, _request: &[u8], state_id: Gtid, _bypass: bool) -> Result<(), CallbackFailed> {
         self.record(format!("sst_donate {}", state_id.seqno));
+        if self.refuse_donation.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(CallbackFailed("sst_donate"));
+        }
         Ok(())
+    }
+
+    /// The test's thread ends instead of the process.
+    fn abort_process(&self) -> ! {
+        self.record("abort_process".into());
+        panic!("the process would end here");
     }
 
     fn apply(&self, _recv: RecvCtx, request: &ApplyRequest<'_>) -> Result<Applied, CallbackFailed> {
@@ -437,4 +450,72 @@ fn a_streaming_transaction_is_aborted_even_behind_its_own_earlier_fragment() {
     assert_eq!(status, Status::TrxFail);
     assert_eq!(node.provider.release(h), Status::Ok);
     assert_eq!(node.last_committed(), meta.gtid.seqno);
+}
+
+/// A free TCP port on the loopback.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Options for a node of a cluster of several: the address its peers reach it at (a node
+/// listening on port 0 would tell them port 0), and its state-transfer receiver.
+fn reachable() -> String {
+    format!("gmcast.listen_addr=tcp://127.0.0.1:{};ist.recv_addr=127.0.0.1:{}", free_port(), free_port())
+}
+
+/// A one-node cluster that others can join.
+fn first_of_several(name: &str) -> Node {
+    let mut node = start_in(temp_dir(name), &reachable()).unwrap();
+    node.connect();
+    node
+}
+
+/// A second node that joins `donor`'s cluster and asks for a state transfer with `request`;
+/// returns it with the thread of its applier.
+fn joiner_of(donor: &Node, name: &str, request: Result<Vec<u8>, CallbackFailed>) -> (Node, thread::JoinHandle<Status>) {
+    let port = donor.provider.link().expect("connected").node.local_addr().port();
+    let joiner = start_in(temp_dir(name), &reachable()).unwrap();
+    *joiner.server.sst_request.lock().unwrap() = Some(request);
+    assert_eq!(joiner.provider.connect("test", &format!("gcomm://127.0.0.1:{port}"), "", false), Status::Ok);
+    let provider = joiner.provider.clone();
+    let applier = thread::spawn(move || provider.recv(RecvCtx(1)));
+    (joiner, applier)
+}
+
+const SST_REQUEST: &[u8] = b"mariabackup\x00127.0.0.1:1/sst\x00";
+
+#[test]
+fn a_joiner_whose_donor_refuses_ends_its_process() {
+    let donor = first_of_several("refusing-donor");
+    donor.server.refuse_donation.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (joiner, applier) = joiner_of(&donor, "refused-joiner", Ok(SST_REQUEST.to_vec()));
+    assert!(applier.join().is_err(), "the joiner's applier ends the process");
+    assert_eq!(joiner.server.calls().last().map(String::as_str), Some("abort_process"));
+    assert!(donor.server.calls().iter().any(|c| c.starts_with("sst_donate")));
+    // The donor goes on: synced again once its refusal is ordered.
+    donor.wait_for(|calls| calls.iter().filter(|c| *c == "synced").count() >= 2);
+}
+
+#[test]
+fn a_joiner_whose_own_transfer_fails_ends_its_process() {
+    let donor = first_of_several("donor-of-failing-joiner");
+    let (joiner, _applier) = joiner_of(&donor, "failing-joiner", Ok(SST_REQUEST.to_vec()));
+    donor.wait_for(|calls| calls.iter().any(|c| c.starts_with("sst_donate")));
+    // The joiner's SST script failed: the server reports it, and the process ends at once,
+    // in that call or in the applier it wakes (whichever comes first; the other one waits
+    // for the end, which never comes in a test).
+    let provider = joiner.provider.clone();
+    thread::spawn(move || provider.sst_received(Gtid::UNDEFINED, -32));
+    joiner.wait_for(|calls| calls.iter().any(|c| c == "abort_process"));
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(joiner.server.calls().iter().filter(|c| *c == "abort_process").count(), 1);
+}
+
+#[test]
+fn a_joiner_whose_sst_script_cannot_start_ends_its_process() {
+    let donor = first_of_several("donor-of-scriptless-joiner");
+    let (joiner, applier) = joiner_of(&donor, "scriptless-joiner", Err(CallbackFailed("sst_request")));
+    assert!(applier.join().is_err());
+    assert_eq!(joiner.server.calls().last().map(String::as_str), Some("abort_process"));
+    assert!(!donor.server.calls().iter().any(|c| c.starts_with("sst_donate")), "nothing was requested");
 }

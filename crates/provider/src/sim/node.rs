@@ -184,6 +184,29 @@ fn apply_breaks(history: Uuid, index: usize, seqno: Seqno) -> bool {
     (h ^ (h >> 33)) % 10_000 < 3
 }
 
+/// Whether the server's side of a donation by node `index` at `after` fails, and how: in
+/// about one run in four (chosen by the history, as `apply_breaks`), one donation in six,
+/// refused at once (the donor's server says no: Galera's -ECANCELED) or broken midway
+/// (-EPIPE on both sides).
+fn donation_breaks(history: Uuid, index: usize, after: Seqno) -> Option<i32> {
+    if history.0[1] >= 64 {
+        return None;
+    }
+    let mut h = (after as u64).rotate_left(17)
+        ^ ((index as u64) << 48)
+        ^ u64::from_le_bytes(history.0[8..].try_into().expect("8 bytes"));
+    h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h = (h ^ (h >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    match (h ^ (h >> 33)) % 12 {
+        0 => Some(crate::state_transfer::DONATION_REFUSED),
+        1 => Some(BROKEN_PIPE),
+        _ => None,
+    }
+}
+
+/// `-EPIPE`: a transfer broken midway.
+pub const BROKEN_PIPE: i32 = -32;
+
 fn row_key(key: u8) -> Key {
     Key::new(vec![b"db".to_vec(), TABLE.to_vec(), vec![key]], KeyType::Update)
 }
@@ -880,6 +903,18 @@ impl Node {
             Some(HandshakeStep::NoDonor) => {
                 Step::Continue(Applier::Handshake { view, resend_at_ms: env.now_ms + 1_000, sent: false })
             }
+            Some(HandshakeStep::Failed { rcode }) => {
+                // The runtime ends the process here (Galera's abort); the server restarts.
+                if env.trace {
+                    println!(
+                        "[{:>6} ms] node {} will never receive state (rcode {rcode}): aborts",
+                        env.now_ms,
+                        self.index + 1
+                    );
+                }
+                self.fatal = true;
+                Step::Block(Applier::Stopped)
+            }
             Some(HandshakeStep::Received { .. }) => match self.core().install_transfer(generation) {
                 Ok(_) => {
                     self.core().requeue_view(view);
@@ -977,6 +1012,14 @@ impl Node {
             },
         });
         let state_id = self.core().donation_started(&d, bypass);
+        let breaks = if self.quiet { None } else { donation_breaks(state_id.uuid, self.index, d.after) };
+        if breaks == Some(crate::state_transfer::DONATION_REFUSED) {
+            if env.trace {
+                println!("[{:>6} ms] node {} refuses to donate after {}", env.now_ms, self.index + 1, d.after);
+            }
+            self.core().donation_refused(&d, crate::state_transfer::DONATION_REFUSED);
+            return;
+        }
         let snapshot = (!bypass).then(|| self.db.snapshot(state_id.seqno));
         env.transfers.push(PendingTransfer {
             to,
@@ -985,7 +1028,7 @@ impl Node {
             at_ms: env.now_ms + env.rng.range(50, 2_000),
             donor: self.index,
             donor_incarnation: self.incarnation,
-            kind: TransferKind::State { state_id, snapshot },
+            kind: TransferKind::State { state_id, snapshot, broken: breaks.is_some() },
         });
     }
 

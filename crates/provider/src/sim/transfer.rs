@@ -24,10 +24,12 @@ pub enum TransferKind {
         donor_digest: u64,
     },
     /// The server's part: a snapshot of the donor's database, or none (the joiner keeps its
-    /// own data and only its position is confirmed).
+    /// own data and only its position is confirmed). `broken`: the scripts fail midway,
+    /// on both sides.
     State {
         state_id: Gtid,
         snapshot: Option<Db>,
+        broken: bool,
     },
 }
 
@@ -61,8 +63,9 @@ pub fn deliver(
         let live = nodes[t.to].incarnation == t.incarnation && nodes[t.to].core_mut().is_some();
         if !live {
             // The joiner is gone: the donor's script fails, and the donation ends all the same.
-            if matches!(t.kind, TransferKind::State { .. }) {
-                end_donation(nodes, group, t.donor, t.donor_incarnation);
+            if let TransferKind::State { state_id, .. } = t.kind {
+                let failed = Gtid::new(state_id.uuid, crate::types::SEQNO_UNDEFINED);
+                end_donation(nodes, group, t.donor, t.donor_incarnation, failed, super::node::BROKEN_PIPE);
             }
             continue;
         }
@@ -72,10 +75,11 @@ pub fn deliver(
                 TransferKind::Stream { at, from, items, .. } => {
                     format!("stream at {at} from {from:?}, {} items", items.len())
                 }
-                TransferKind::State { state_id, snapshot } => {
+                TransferKind::State { state_id, snapshot, broken } => {
                     format!(
-                        "state {state_id} {}",
-                        snapshot.as_ref().map_or("position only".into(), |s| format!("snapshot at {}", s.committed))
+                        "state {state_id} {}{}",
+                        snapshot.as_ref().map_or("position only".into(), |s| format!("snapshot at {}", s.committed)),
+                        if *broken { ", broken midway" } else { "" }
                     )
                 }
             };
@@ -107,7 +111,24 @@ pub fn deliver(
                     _ => {}
                 }
             }
-            TransferKind::State { state_id, snapshot } => {
+            TransferKind::State { state_id, broken: true, .. } => {
+                let core = nodes[t.to].core_mut().expect("checked");
+                // The joiner's script reports the failure only while the server waits for it.
+                if matches!(core.phase(), Phase::Joining(_)) {
+                    core.sst_received(Gtid::UNDEFINED, super::node::BROKEN_PIPE);
+                    // The runtime ends the process inside `sst_received` (Galera's abort).
+                    if core.transfer_failed().is_some() {
+                        if trace {
+                            println!("[{now_ms:>6} ms] node {} will never receive state: aborts", t.to + 1);
+                        }
+                        nodes[t.to].fatal = true;
+                    }
+                }
+                // MariaDB reports a failed donation with its history and no seqno.
+                let failed = Gtid::new(state_id.uuid, crate::types::SEQNO_UNDEFINED);
+                end_donation(nodes, group, t.donor, t.donor_incarnation, failed, super::node::BROKEN_PIPE);
+            }
+            TransferKind::State { state_id, snapshot, broken: false } => {
                 // After a bypass (no snapshot) MariaDB reports the position its storage
                 // recovered, which may be below the one asked for: views it was not shown.
                 let stored = nodes[t.to].db.position();
@@ -119,7 +140,7 @@ pub fn deliver(
                 if let Some(snapshot) = snapshot.filter(|_| waiting) {
                     nodes[t.to].db = snapshot;
                 }
-                end_donation(nodes, group, t.donor, t.donor_incarnation);
+                end_donation(nodes, group, t.donor, t.donor_incarnation, state_id, 0);
             }
         }
         nodes[t.to].after_call(group);
@@ -129,11 +150,11 @@ pub fn deliver(
 }
 
 /// The donor's `sst_sent`.
-fn end_donation(nodes: &mut [Node], group: &mut GroupSim, donor: usize, incarnation: u64) {
+fn end_donation(nodes: &mut [Node], group: &mut GroupSim, donor: usize, incarnation: u64, sent: Gtid, rcode: i32) {
     let donor = &mut nodes[donor];
     if donor.incarnation == incarnation {
         if let Some(core) = donor.core_mut() {
-            core.donation_ended();
+            core.donation_ended(sent, rcode);
         }
         donor.after_call(group);
     }

@@ -1,0 +1,209 @@
+//! A state transfer that fails: the donor reports it through the order, every member hears
+//! of it, and the joiner that waits for that request ends its handshake for good (the runtime
+//! then ends the process, as Galera does).
+use super::phase::{CatchUp, Handshake, Phase};
+use super::*;
+use crate::ist::Preload;
+use crate::state_transfer::DONATION_REFUSED;
+use crate::writeset::Control;
+use lockstep_group::{MemberInfo, View};
+
+const HISTORY: Uuid = Uuid([7; 16]);
+const DONOR: MemberId = MemberId(1);
+const JOINER: MemberId = MemberId(2);
+const REQUEST: u64 = 77;
+const APPLIER: u32 = 1000;
+
+fn settings() -> Settings {
+    Settings {
+        flow: FlowSettings::default(),
+        optimistic_pa: false,
+        log_conflicts: false,
+        max_writeset_bytes: 1 << 20,
+        checkpoint_bytes: 1 << 20,
+    }
+}
+
+fn member(id: MemberId, name: &str) -> MemberInfo {
+    MemberInfo {
+        id,
+        name: name.into(),
+        address: String::new(),
+        incoming_address: String::new(),
+        incarnation: 1,
+        arbitrator: false,
+        weight: 1,
+        segment: 0,
+    }
+}
+
+fn view(view_id: u64, members: &[MemberId]) -> Payload {
+    let names = ["node1", "node2", "node3"];
+    let members = members.iter().map(|id| member(*id, names[id.0 as usize - 1])).collect();
+    Payload::View(View { view_id, members })
+}
+
+fn control(origin: MemberId, control: Control) -> Payload {
+    Payload::Control { origin, control }
+}
+
+fn live() -> DeliveryContext {
+    DeliveryContext { history: HISTORY, replayed: false }
+}
+
+fn request(id: u64) -> Control {
+    Control::StateRequest {
+        sst_request: b"mariabackup\x00127.0.0.1:4444\x00".to_vec(),
+        position: Gtid::UNDEFINED,
+        donors: String::new(),
+        has_state: false,
+        ist_addr: "127.0.0.1:4568".into(),
+        id,
+    }
+}
+
+fn failure(joiner: MemberId, id: u64, rcode: i32) -> Control {
+    Control::TransferFailed { joiner, id, rcode }
+}
+
+fn open(core: &mut Core<u32>, me: MemberId, bootstrap: bool) -> u64 {
+    core.open(Opening {
+        me,
+        member: member_uuid(me, 1),
+        bootstrap_history: bootstrap.then_some(HISTORY),
+        ist_addr: "127.0.0.1:4568".into(),
+        donors: String::new(),
+        checkpoint: None,
+    })
+}
+
+/// A joiner whose request (id `REQUEST`) was ordered with member 1 as its donor, and whose
+/// donor stream is in (so it takes the deliveries after its request), its applier waiting
+/// in the handshake.
+fn waiting_joiner() -> (Core<u32>, u64) {
+    let mut core = Core::new(settings(), Gtid::UNDEFINED, true);
+    let generation = open(&mut core, JOINER, false);
+    assert!(core.on_delivered(generation, 2, view(2, &[DONOR, JOINER]), live()));
+    assert!(matches!(core.next_task(generation, &APPLIER), Some(Task::Run(Event::View { .. }))));
+    assert!(matches!(core.begin_state_request(generation, REQUEST), RequestStart::Send { .. }));
+    core.on_delivered(generation, 2, control(JOINER, request(REQUEST)), live());
+    assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(2)));
+    assert_eq!(core.handshake_step(generation, &APPLIER), None, "waits for the server's result");
+    (core, generation)
+}
+
+fn install_donor_stream(core: &mut Core<u32>, generation: u64) {
+    let preload = Preload { index: CertificationIndex::new(2), cuts: vec![], synced: vec![DONOR], barrier: 2 };
+    core.install_stream(generation, 2, None, vec![], preload).unwrap();
+}
+
+#[test]
+fn the_donors_ordered_failure_ends_the_joiners_handshake_for_good() {
+    let (mut core, generation) = waiting_joiner();
+    // Ordered after the request: the joiner reads it once the donor's stream is in.
+    assert!(!core.on_delivered(generation, 2, control(DONOR, failure(JOINER, REQUEST, DONATION_REFUSED)), live()));
+    assert_eq!(core.phase(), Phase::Joining(Handshake::Requested));
+    core.take_effects();
+    install_donor_stream(&mut core, generation);
+    assert_eq!(core.phase(), Phase::Joining(Handshake::Failed { rcode: DONATION_REFUSED }));
+    assert!(core.take_effects().wake.contains(&APPLIER), "the handshake's applier is woken");
+    assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::Failed { rcode: DONATION_REFUSED }));
+    assert_eq!(core.transfer_failed(), Some(DONATION_REFUSED));
+    // Asking again is no way out, and a late result changes nothing.
+    assert_eq!(core.begin_state_request(generation, REQUEST + 2), RequestStart::AlreadyReceived);
+    assert_eq!(core.sst_received(Gtid::UNDEFINED, -32), Status::Ok);
+    assert_eq!(core.transfer_failed(), Some(DONATION_REFUSED));
+}
+
+#[test]
+fn only_the_joiner_of_that_request_stops() {
+    let (mut core, generation) = waiting_joiner();
+    install_donor_stream(&mut core, generation);
+    // Another member's request, an earlier request of ours, one replayed from our log.
+    core.on_delivered(generation, 2, control(DONOR, failure(MemberId(3), REQUEST, -125)), live());
+    core.on_delivered(generation, 2, control(DONOR, failure(JOINER, REQUEST + 2, -125)), live());
+    let replayed = DeliveryContext { history: HISTORY, replayed: true };
+    core.on_delivered(generation, 2, control(DONOR, failure(JOINER, REQUEST, -125)), replayed);
+    assert_eq!(core.phase(), Phase::Joining(Handshake::Requested));
+    assert_eq!(core.transfer_failed(), None);
+    // The state arrived first: the donor's side failing afterwards does not take it away.
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 2), 0), Status::Ok);
+    core.on_delivered(generation, 2, control(DONOR, failure(JOINER, REQUEST, -32)), live());
+    assert_eq!(core.transfer_failed(), None);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 2)));
+}
+
+#[test]
+fn the_servers_own_failure_ends_the_handshake_too() {
+    let (mut core, generation) = waiting_joiner();
+    assert_eq!(core.sst_received(Gtid::UNDEFINED, -22), Status::Ok);
+    assert_eq!(core.transfer_failed(), Some(-22));
+    assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::Failed { rcode: -22 }));
+}
+
+/// A bootstrapped member chosen to donate for the joiner's request.
+fn donating() -> (Core<u32>, Donation) {
+    let mut core = Core::new(settings(), Gtid::new(HISTORY, 0), true);
+    let generation = open(&mut core, DONOR, true);
+    core.on_delivered(generation, 1, view(1, &[DONOR]), live());
+    core.on_delivered(generation, 1, control(DONOR, Control::Synced), live());
+    core.on_delivered(generation, 2, view(2, &[DONOR, JOINER]), live());
+    core.on_delivered(generation, 2, control(JOINER, request(REQUEST)), live());
+    let donation = std::iter::from_fn(|| match core.next_task(generation, &APPLIER) {
+        Some(Task::Run(event)) => Some(event),
+        _ => None,
+    })
+    .find_map(|event| match event {
+        Event::Donate(d) => Some(*d),
+        _ => None,
+    })
+    .expect("chosen as donor");
+    assert_eq!((donation.joiner, donation.request_id), (JOINER, REQUEST));
+    core.take_effects();
+    (core, donation)
+}
+
+fn sent(core: &mut Core<u32>) -> Vec<Control> {
+    core.take_effects().send.into_iter().map(|(c, _)| c).collect()
+}
+
+#[test]
+fn a_donor_tells_the_group_when_its_transfer_fails_and_only_then() {
+    let (mut core, donation) = donating();
+    let state_id = core.donation_started(&donation, false);
+    core.donation_ended(state_id, 0);
+    assert_eq!(sent(&mut core), [Control::Synced], "a transfer that went well: synced again, nothing else");
+
+    // The server refused to start it.
+    core.donation_started(&donation, false);
+    core.donation_refused(&donation, DONATION_REFUSED);
+    assert_eq!(sent(&mut core), [failure(JOINER, REQUEST, DONATION_REFUSED), Control::Synced]);
+
+    // The server's script failed: MariaDB names the history, not the seqno.
+    core.donation_started(&donation, false);
+    core.donation_ended(Gtid::new(HISTORY, -1), -32);
+    assert_eq!(sent(&mut core), [failure(JOINER, REQUEST, -32), Control::Synced]);
+
+    // A failure for no donation in progress reports nothing.
+    core.donation_ended(Gtid::new(HISTORY, -1), -32);
+    assert_eq!(sent(&mut core), [Control::Synced]);
+}
+
+#[test]
+fn with_two_donations_under_way_only_a_failure_that_names_its_donation_is_reported() {
+    let (mut core, first) = donating();
+    let second = Donation { joiner: MemberId(3), request_id: 99, ..donating().1 };
+    let state_id = core.donation_started(&first, false);
+    core.donation_started(&second, false);
+    // Which one failed is unknown: nobody is stopped on a guess.
+    core.donation_ended(Gtid::new(HISTORY, -1), -32);
+    assert_eq!(sent(&mut core), [Control::Synced]);
+    // A refusal names its donation.
+    core.donation_started(&second, false);
+    core.donation_refused(&second, DONATION_REFUSED);
+    assert_eq!(sent(&mut core), [failure(MemberId(3), 99, DONATION_REFUSED), Control::Synced]);
+    core.donation_ended(state_id, 0);
+    assert_eq!(sent(&mut core), [Control::Synced]);
+    assert!(core.connection().unwrap().donations.is_empty());
+    assert_eq!(core.desync_count, 0);
+}
