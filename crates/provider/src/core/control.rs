@@ -74,6 +74,7 @@ impl<W: Clone + PartialEq> Core<W> {
             leader: None,
             cached: None,
             donor: None,
+            restart: super::phase::Restart::Undecided,
             checkpoint: opening.checkpoint,
         });
         self.set_phase(Phase::Opening);
