@@ -428,7 +428,14 @@ impl<W: Clone + PartialEq> Core<W> {
     /// ready again with the view, not an announcement's round trip later).
     pub fn view_applied(&mut self, seqno: Seqno) -> bool {
         self.finish_both(seqno);
-        self.announce_synced();
+        // Not while donating (or desynced): the request took the donor out of the synced
+        // set, and its announcement at the transfer's end puts it back; one here would make
+        // it the donor of the next joiner while it still donates (mtr galera_wan_restart_ist:
+        // "unallowed state transition: donor -> donor" when a fourth node joined during the
+        // third one's transfer).
+        if self.desync_count == 0 {
+            self.announce_synced();
+        }
         let resync = std::mem::take(&mut self.synced_before_loss)
             && self.phase == Phase::Joined
             && self.committed.last_contiguous() == seqno
