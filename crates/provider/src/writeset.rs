@@ -36,10 +36,23 @@ pub enum Control {
     /// A member without usable state asks for a state transfer. `position`: where its data
     /// stands in this history (undefined if not in it); `has_state`: it also holds the
     /// order from there; `ist_addr`: where the donor sends the incremental transfer; `id`:
-    /// tells this request from the sender's earlier ones (a restarted member reads those again).
-    StateRequest { sst_request: Vec<u8>, position: Gtid, donors: String, has_state: bool, ist_addr: String, id: u64 },
-    /// The sender has the group's state and has caught up with the order.
-    Synced,
+    /// tells this request from the sender's earlier ones (a restarted member reads those again);
+    /// `own_order`: the sender also certified that order with the group's certification state
+    /// (a restarted member that could catch up alone), so a donor confirms its position
+    /// whether or not its cache holds the gap (docs/design/restart-from-own-log.md).
+    StateRequest {
+        sst_request: Vec<u8>,
+        position: Gtid,
+        donors: String,
+        has_state: bool,
+        ist_addr: String,
+        id: u64,
+        own_order: bool,
+    },
+    /// The sender has the group's state and has caught up with the order. `since`: it was
+    /// already synced when it sent this, and has been since its own announcement ordered
+    /// after that seqno (none: it was not synced yet; this announcement makes it so).
+    Synced { since: Option<Seqno> },
     /// How committing `seqno` ended on the sender: 0 committed, else a hash of its error
     /// (core/vote.rs).
     Vote { seqno: Seqno, outcome: u64 },
@@ -143,14 +156,24 @@ impl Control {
                 w.u64(*seqno as u64);
                 w.bytes
             }
-            Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id } => {
+            Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id, own_order } => {
                 let mut w = header(STATE_REQUEST);
                 w.bytes(sst_request);
                 put_uuid(&mut w, &position.uuid);
                 w.u64(position.seqno as u64).str(donors).bool(*has_state).str(ist_addr).u64(*id);
+                // Trailing and only when set: an older member reads the rest as before.
+                if *own_order {
+                    w.bool(true);
+                }
                 w.bytes
             }
-            Control::Synced => header(SYNCED).bytes,
+            Control::Synced { since } => {
+                let mut w = header(SYNCED);
+                if let Some(since) = since {
+                    w.u64(*since as u64);
+                }
+                w.bytes
+            }
             Control::Vote { seqno, outcome } => {
                 let mut w = header(VOTE);
                 w.u64(*seqno as u64).u64(*outcome);
@@ -178,8 +201,9 @@ impl Control {
                 let sst_request = r.bytes()?;
                 let position = Gtid::new(get_uuid(&mut r)?, r.u64()? as Seqno);
                 let donors = r.str()?;
-                let (has_state, ist_addr) = (r.bool()?, r.str()?);
-                Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id: r.u64()? }
+                let (has_state, ist_addr, id) = (r.bool()?, r.str()?, r.u64()?);
+                let own_order = if r.remaining() > 0 { r.bool()? } else { false };
+                Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id, own_order }
             }
             VOTE => Control::Vote { seqno: r.u64()? as Seqno, outcome: r.u64()? },
             FLOW => Control::Flow { ask: r.u8()? },
@@ -190,7 +214,7 @@ impl Control {
                 }
                 Control::TransferFailed { joiner, id, rcode }
             }
-            SYNCED => Control::Synced,
+            SYNCED => Control::Synced { since: if r.remaining() > 0 { Some(r.u64()? as Seqno) } else { None } },
             _ => return Err(DecodeError("unexpected message kind")),
         };
         r.finish()?;
@@ -224,8 +248,20 @@ mod tests {
                 has_state: true,
                 ist_addr: "127.0.0.1:4568".into(),
                 id: 77,
+                own_order: false,
             },
-            Control::Synced,
+            Control::StateRequest {
+                sst_request: b"rsync\x00127.0.0.1:4444/rsync_sst\x00".to_vec(),
+                position: Gtid::new(Uuid([3; 16]), 12),
+                donors: String::new(),
+                has_state: true,
+                ist_addr: "127.0.0.1:4568".into(),
+                id: 78,
+                own_order: true,
+            },
+            Control::Synced { since: None },
+            Control::Synced { since: Some(0) },
+            Control::Synced { since: Some(1234) },
             Control::Vote { seqno: 12, outcome: 0x5eed },
             Control::Flow { ask: u8::MAX },
             Control::Flow { ask: 1 },
@@ -260,6 +296,7 @@ mod tests {
             has_state: true,
             ist_addr: "127.0.0.1:4568".into(),
             id: 77,
+            own_order: true,
         };
         let samples = [
             ws.encode(),
@@ -290,7 +327,7 @@ mod tests {
             assert!(Writeset::decode(ws[..cut].to_vec()).is_err());
         }
         assert!(Control::decode(&ws).is_err());
-        assert!(Writeset::decode(Control::Synced.encode()).is_err());
+        assert!(Writeset::decode(Control::Synced { since: None }.encode()).is_err());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! `recv`, one idle applier is woken per event, and an event runs once everything it depends
 //! on has committed. Also the joiner's handshake and the donor's part of a state transfer,
 //! which run on applier threads too.
-use super::phase::{CatchUp, Handshake, Phase};
+use super::phase::{CatchUp, Handshake, Phase, Restart};
 use super::{Core, APPLICATION_PROTOCOL, APPLY_QUEUE_LIMIT, CAPABILITIES};
 use crate::application::{Member, View, ViewStatus};
 use crate::ist::Preload;
@@ -82,6 +82,20 @@ pub struct Donation {
     pub preload: Preload,
     /// Failed seqnos after `position` up to `after`, if all verdicts there are known.
     pub failed: Option<BTreeSet<Seqno>>,
+    /// The joiner certified the order from its position with the group's certification
+    /// state itself (a restarted member that could catch up alone).
+    pub joiner_own_order: bool,
+}
+
+impl Donation {
+    /// Whether the server only confirms the joiner's position (`bypass`: the script runs in
+    /// bypass mode, no snapshot): when the gap travels with the group's verdicts (`gap_sent`),
+    /// or when the joiner holds that order with the group's verdicts already. Not otherwise: a
+    /// joiner that holds the order itself but certified it from a fresh index must not apply
+    /// its own verdicts (found by the simulator: a commit rolled back on the joiner).
+    pub fn position_only(&self, gap_sent: bool) -> bool {
+        gap_sent || self.joiner_own_order
+    }
 }
 
 /// A donation this node's server runs: the state it donates, and the request it serves.
@@ -128,8 +142,9 @@ pub enum RequestStart {
     /// act on the request): nothing to ask, take it.
     AlreadyReceived,
     /// Send the request: our position, whether we also hold the order from there,
-    /// `ist.recv_addr`, the donors asked for.
-    Send { position: Gtid, has_state: bool, ist_addr: String, donors: String },
+    /// `ist.recv_addr`, the donors asked for, whether we certified that order with the
+    /// group's state.
+    Send { position: Gtid, has_state: bool, ist_addr: String, donors: String, own_order: bool },
 }
 
 /// Whether an applier may run an event now.
@@ -431,17 +446,24 @@ impl<W: Clone + PartialEq> Core<W> {
     /// ready again with the view, not an announcement's round trip later).
     pub fn view_applied(&mut self, seqno: Seqno) -> bool {
         self.finish_both(seqno);
-        self.announce_synced();
+        // Not while donating (or desynced): the request took the donor out of the synced
+        // set, and its announcement at the transfer's end puts it back; one here would make
+        // it the donor of the next joiner while it still donates (mtr galera_wan_restart_ist:
+        // "unallowed state transition: donor -> donor" when a fourth node joined during the
+        // third one's transfer).
+        if self.desync_count == 0 {
+            self.announce_synced();
+        }
         let resync = std::mem::take(&mut self.synced_before_loss)
             && self.phase == Phase::Joined
             && self.committed.last_contiguous() == seqno
             && self.ordering.index_from_group;
-        resync && self.become_synced()
+        resync && self.become_synced(seqno)
     }
 
-    /// Our announcement came back and everything before it is applied: returns whether the
-    /// server must be told it is synced.
-    pub fn become_synced(&mut self) -> bool {
+    /// Our announcement came back (ordered after `at`) and everything before it is applied:
+    /// returns whether the server must be told it is synced.
+    pub fn become_synced(&mut self, at: Seqno) -> bool {
         let primary = self.connection.as_ref().is_some_and(|c| c.component == super::phase::Component::Primary);
         let joined = matches!(self.phase, Phase::Joined | Phase::Synced);
         if !primary || !joined || self.desync_count > 0 {
@@ -449,6 +471,7 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         if self.phase == Phase::Joined {
             self.set_phase(Phase::Synced);
+            self.synced_since = Some(at);
         }
         true
     }
@@ -479,6 +502,7 @@ impl<W: Clone + PartialEq> Core<W> {
             return RequestStart::AlreadyReceived;
         }
         let has_state = self.has_state();
+        let own_order = self.can_catch_up_alone();
         // Without the order from our position, our data may still be in this history: a
         // donor that holds the gap sends it incrementally.
         let in_history = self.position.uuid == self.group() && self.position.seqno >= 0;
@@ -492,7 +516,7 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         let c = self.connection.as_mut().expect("current");
         c.request_id = request_id;
-        RequestStart::Send { position, has_state, ist_addr: c.ist_addr.clone(), donors: c.donors.clone() }
+        RequestStart::Send { position, has_state, ist_addr: c.ist_addr.clone(), donors: c.donors.clone(), own_order }
     }
 
     /// How our request stands; `None` after registering `waiter`.
@@ -629,7 +653,38 @@ impl<W: Clone + PartialEq> Core<W> {
     /// own data with no transfer, and the rest of the order is applied after it.
     pub fn own_log_position(&self, generation: u64) -> Option<Gtid> {
         let pending = self.phase == Phase::Joining(Handshake::Pending);
-        (self.is_current(generation) && pending && self.can_catch_up_alone()).then(|| self.last_committed())
+        let alone = self.connection.as_ref().is_some_and(|c| c.restart == Restart::Alone);
+        (self.is_current(generation) && pending && alone && self.can_catch_up_alone()).then(|| self.last_committed())
+    }
+
+    /// For the first view of a restarted node that could catch up alone: whether it does
+    /// (`Some(true)`: then [`Core::own_log_position`] tells where it starts) or takes a state
+    /// transfer (`Some(false)`, as every other joiner); `None` after registering `waiter`
+    /// while it still waits for a synced member's announcement (bounded by
+    /// `RESTART_CHOICE_MS` of the driver's clock).
+    pub fn restart_choice(&mut self, generation: u64, waiter: &W) -> Option<bool> {
+        let pending = self.phase == Phase::Joining(Handshake::Pending);
+        if !self.is_current(generation) || self.failed || !pending || !self.can_catch_up_alone() {
+            return Some(false);
+        }
+        match self.connection.as_ref().map(|c| c.restart) {
+            Some(Restart::Choosing { .. }) => {
+                self.phase_waiters.push(waiter.clone());
+                None
+            }
+            Some(Restart::Alone) => Some(true),
+            _ => Some(false),
+        }
+    }
+
+    /// The runtime's own bound on [`Core::restart_choice`] passed (the driver's clock
+    /// stopped): the node catches up alone, as it did before it waited.
+    pub fn restart_alone_now(&mut self, generation: u64) {
+        if let Some(c) = self.connection.as_mut().filter(|c| c.generation == generation) {
+            if matches!(c.restart, Restart::Choosing { .. }) {
+                c.restart = Restart::Alone;
+            }
+        }
     }
 
     /// The server took its first view at `position` (from [`Core::own_log_position`]).
@@ -704,7 +759,12 @@ impl<W: Clone + PartialEq> Core<W> {
         if from.is_some() {
             self.merge_transferred(at, transferred);
         }
-        self.ordering.verdicts.known_from(from.unwrap_or(at + 1), failed);
+        // A joiner that certified the order with the group's state itself (the donor only
+        // confirmed its position) keeps the verdicts it knows.
+        let own_verdicts = from.is_none() && self.ordering.index_from_group;
+        if !own_verdicts {
+            self.ordering.verdicts.known_from(from.unwrap_or(at + 1), failed);
+        }
         self.certification = preload.index;
         self.certification.set_optimistic_pa(self.settings.optimistic_pa);
         self.ordering.cuts = preload.cuts.into_iter().collect();
@@ -775,9 +835,12 @@ impl<W: Clone + PartialEq> Core<W> {
         position: Gtid,
         joiner_has_state: bool,
         ist_addr: String,
+        joiner_own_order: bool,
     ) -> Donation {
         let in_history = position.uuid == self.group() && position.seqno >= 0;
         let failed = if in_history { self.ordering.verdicts.failed_in(position.seqno + 1, after) } else { None };
+        // Only a joiner that continues our history can hold its order.
+        let joiner_own_order = joiner_own_order && in_history && joiner_has_state;
         Donation {
             joiner,
             request_id,
@@ -788,6 +851,7 @@ impl<W: Clone + PartialEq> Core<W> {
             ist_addr,
             preload: self.preload(),
             failed,
+            joiner_own_order,
         }
     }
 

@@ -75,6 +75,7 @@ impl<W: Clone + PartialEq> Core<W> {
             cached: None,
             donor: None,
             donations: Default::default(),
+            restart: super::phase::Restart::Undecided,
             checkpoint: opening.checkpoint,
         });
         self.set_phase(Phase::Opening);

@@ -16,6 +16,8 @@ mod flow;
 mod monitor;
 mod ordering;
 pub mod phase;
+#[cfg(test)]
+mod restart_tests;
 mod stats;
 mod trx;
 mod vote;
@@ -26,7 +28,7 @@ mod transfer_failure_tests;
 pub use apply::{member_uuid, Donation, Event, HandshakeStep, RequestStart, Task, Transferred, Turn};
 pub use control::Opening;
 pub use flow::FlowSettings;
-pub use ordering::{DeliveryContext, Payload};
+pub use ordering::{DeliveryContext, Payload, RESTART_CHOICE_MS};
 pub use stats::{StatValue, StatVar, StatsSnapshot};
 pub use trx::{CertifyStart, ReplayPlan, Statement, REMOTE_HANDLE};
 pub use vote::{outcome_of, VoteResult};
@@ -164,6 +166,8 @@ pub struct Connection {
     /// Donations this node's server is running, oldest first: a failed one is reported for
     /// its joiner.
     pub donations: Vec<apply::Donating>,
+    /// A restarted node that could catch up alone: whether it does.
+    pub restart: phase::Restart,
     /// The certification checkpoint found at the start, until the first delivery says
     /// whether it fits.
     pub checkpoint: Option<Box<Checkpoint>>,
@@ -376,6 +380,9 @@ pub struct Core<W> {
     decided_votes: BTreeSet<Seqno>,
     /// The node was synced when it lost the primary component (it is again with the next view).
     synced_before_loss: bool,
+    /// While synced: the seqno its announcement that made it synced was ordered after (the
+    /// view's, when it resynced with a view). Carried by its later announcements.
+    synced_since: Option<Seqno>,
     /// The members of the last primary view the server saw, until a non-primary one.
     server_view: Option<Vec<Uuid>>,
     /// This node's data is not the group's (an apply failure the vote went against, a gap in
@@ -442,6 +449,7 @@ impl<W: Clone + PartialEq> Core<W> {
             decided_votes: BTreeSet::new(),
             inconsistent: false,
             synced_before_loss: false,
+            synced_since: None,
             server_view: None,
             receivers: 0,
             next_handle: 1,
@@ -570,6 +578,9 @@ impl<W: Clone + PartialEq> Core<W> {
             self.flow.joined(self.events.len());
         }
         self.phase.to(next);
+        if next != Phase::Synced {
+            self.synced_since = None;
+        }
         self.effects.wake.append(&mut self.phase_waiters);
     }
 

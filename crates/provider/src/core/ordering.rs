@@ -3,7 +3,7 @@
 //! [`Event`] in the apply queue; what one of our own client threads waits for (its verdict,
 //! its barrier) goes straight to that thread.
 use super::apply::{primary_view, Event};
-use super::phase::{CatchUp, Component, Phase};
+use super::phase::{CatchUp, Component, Phase, Restart};
 use super::{Core, InFlight};
 use crate::application::{Member, View, ViewStatus};
 use crate::certification::{Candidate, CertificationIndex, KeySet, Verdict};
@@ -30,6 +30,14 @@ const CHECKPOINT_INTERVAL_MS: u64 = 10_000;
 /// rows did, and elected a new leader). The table's room, not its chains: a copy copies the
 /// empty buckets too.
 const CHECKPOINT_INDEX_LIMIT: usize = 1 << 18;
+/// How long a restarted node that could catch up alone waits, after its first view ordered
+/// while it takes part, for a member synced since before that view to announce itself (every
+/// member announces after each view it applies). A synced member applies the view as soon as
+/// everything before it is applied (flow control keeps that short) and its announcement takes
+/// one group round trip: milliseconds, tens on a loaded machine. Four heartbeats (250 ms
+/// each) leave room for a slow applier; a member slower than that is as good as absent, and
+/// the node catches up alone, as after a whole-cluster restart, which is what waiting costs.
+pub const RESTART_CHOICE_MS: u64 = 1000;
 
 /// Where a delivery comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +183,7 @@ impl<W: Clone + PartialEq> Core<W> {
             }
         }
         self.track_primary(primary);
+        self.restart_choice_due(now_ms);
         if primary && std::mem::take(&mut self.ordering.announce_synced_again) {
             self.announce_synced();
         }
@@ -573,6 +582,16 @@ impl<W: Clone + PartialEq> Core<W> {
         let first_in_connection = c.joined_at.is_none() && !(replayed && can_catch_up_alone);
         if first_in_connection {
             c.joined_at = Some(seqno);
+            if can_catch_up_alone && c.restart == Restart::Undecided {
+                // Alone in the view: nobody can have stayed up.
+                let others = view.members.iter().any(|m| m.id != me && !m.arbitrator);
+                let stopped_at = self.position.seqno;
+                c.restart = if others {
+                    Restart::Choosing { joined_at: seqno, stopped_at, until_ms: None }
+                } else {
+                    Restart::Alone
+                };
+            }
         }
         // A joining server must see this view before anything is applied: it starts its
         // storage engines only after the state-transfer handshake the view triggers.
@@ -639,13 +658,16 @@ impl<W: Clone + PartialEq> Core<W> {
                     self.flow_ordered(origin, ask);
                 }
             }
-            Control::Synced => {
+            Control::Synced { since } => {
                 self.ordering.synced.insert(origin);
                 if origin == me && live {
                     self.push_event(Event::Synced { after });
                 }
+                if origin != me && live {
+                    self.synced_member_seen(origin, since);
+                }
             }
-            Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id } => {
+            Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id, own_order } => {
                 let Some(c) = self.connection.as_ref() else { return };
                 let ours = origin == me && id == c.request_id;
                 let donor = choose_donor(&c.view.members, &self.ordering.synced, origin, &donors);
@@ -677,7 +699,8 @@ impl<W: Clone + PartialEq> Core<W> {
                     self.set_catch_up(CatchUp::AtRequest(after));
                 }
                 if donor == me {
-                    let donation = self.donation(origin, id, sst_request, after, position, has_state, ist_addr);
+                    let donation =
+                        self.donation(origin, id, sst_request, after, position, has_state, ist_addr, own_order);
                     self.push_event(Event::Donate(Box::new(donation)));
                 }
             }
@@ -755,7 +778,54 @@ impl<W: Clone + PartialEq> Core<W> {
     /// Announces this member synced: once its announcement comes back through the order and
     /// everything before it is applied, it is (see `become_synced`).
     pub(super) fn announce_synced(&mut self) {
-        self.effects.send.push((Control::Synced, SYNCED_TAG));
+        let since = if self.phase == Phase::Synced { self.synced_since } else { None };
+        self.effects.send.push((Control::Synced { since }, SYNCED_TAG));
+    }
+
+    /// A live announcement of another member, ordered after our first live view: if that
+    /// member has been synced since a point at or before this node's own position when it
+    /// went down, it stayed up while this node was away and is live now, and this node,
+    /// choosing, takes a state transfer as a restarted Galera node does. A restart cannot
+    /// fake it: a member's `since` belongs to its current connection (a restarted member is
+    /// synced only once the announcement it sends after its first live view of that
+    /// connection comes back), and after a whole-cluster restart every such view is ordered
+    /// after everything this node held. Synced since our first live view is not enough: a
+    /// member restarted a second before us (whole-cluster restart, nodes started one by
+    /// one) is synced by then (found by `whole_cluster.rs`, clean stop of every node).
+    fn synced_member_seen(&mut self, origin: MemberId, since: Option<Seqno>) {
+        let Some(c) = self.connection.as_mut() else { return };
+        let Restart::Choosing { stopped_at, .. } = c.restart else { return };
+        if since.is_none_or(|since| since > stopped_at) {
+            return;
+        }
+        let name = c.view.members.iter().find(|m| m.id == origin).map_or("?", |m| m.name.as_str()).to_string();
+        c.restart = Restart::Transfer;
+        log::info!(
+            "member {name} has been synced since seqno {} and is live: this node asks for a state transfer \
+             (confirmed by the donor) instead of catching up from its own log alone",
+            since.unwrap_or_default()
+        );
+        self.effects.wake.append(&mut self.phase_waiters);
+    }
+
+    /// The wait for a synced member ends at its deadline: nobody synced is live, the node
+    /// catches up alone.
+    fn restart_choice_due(&mut self, now_ms: u64) {
+        let Some(c) = self.connection.as_mut() else { return };
+        let Restart::Choosing { joined_at, stopped_at, until_ms } = c.restart else { return };
+        match until_ms {
+            None => c.restart = Restart::Choosing { joined_at, stopped_at, until_ms: Some(now_ms + RESTART_CHOICE_MS) },
+            Some(until) if now_ms >= until => {
+                c.restart = Restart::Alone;
+                log::info!(
+                    "no member synced since before this node stopped at seqno {stopped_at} announced itself \
+                     after its view at seqno {joined_at} within {RESTART_CHOICE_MS} ms: catching up from this \
+                     node's own log"
+                );
+                self.effects.wake.append(&mut self.phase_waiters);
+            }
+            Some(_) => {}
+        }
     }
 
     fn wake_in_flight(&mut self, local_id: u64) {

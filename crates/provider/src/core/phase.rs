@@ -66,6 +66,25 @@ impl CatchUp {
     }
 }
 
+/// What a restarted node that could catch up from its own log does (`can_catch_up_alone`):
+/// catch up alone, or take a state transfer from a member that stayed up and synced, as a
+/// restarted Galera node always does (docs/design/restart-from-own-log.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restart {
+    /// Not such a node, or its first view ordered while it takes part has not come yet.
+    Undecided,
+    /// Its first live view is at `joined_at`: it waits for an announcement, ordered after
+    /// that view, from a member synced since at most `stopped_at` (this node's position when
+    /// it went down), until the driver's clock reaches `until_ms` (set at the first round
+    /// after the view).
+    Choosing { joined_at: Seqno, stopped_at: Seqno, until_ms: Option<u64> },
+    /// Nobody synced is live (a whole-cluster restart): it catches up from its own log.
+    Alone,
+    /// A member synced since before this node went down announced itself after our first
+    /// live view: state transfer (the donor confirms our position; the server's script runs in bypass mode).
+    Transfer,
+}
+
 /// Whether the group is a primary component for us (wsrep_cluster_status).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Component {

@@ -14,6 +14,9 @@ use std::time::Duration;
 const DONOR_RETRY: Duration = Duration::from_secs(1);
 /// How long a state request may take to be ordered before it is sent again.
 const REQUEST_ORDER_TIMEOUT: Duration = Duration::from_secs(30);
+/// The runtime's own bound on a restarted node's choice (the core decides within
+/// `RESTART_CHOICE_MS` of the group driver's clock; this holds if that clock stops).
+const RESTART_CHOICE_LIMIT: Duration = Duration::from_secs(10);
 
 impl Provider {
     /// The applier loop of one MariaDB applier thread.
@@ -87,6 +90,15 @@ impl Provider {
 
     fn deliver_view(&self, ctx: RecvCtx, generation: u64, view: View, first: bool) -> Result<bool, Status> {
         if !self.lock_core().phase().app_ready() {
+            if first {
+                // A restarted node that could catch up alone first looks for a member that
+                // stayed up and synced (docs/design/restart-from-own-log.md).
+                let deadline = std::time::Instant::now() + RESTART_CHOICE_LIMIT;
+                let chosen = self.wait_for(Some(deadline), |core, me| core.restart_choice(generation, me));
+                if chosen.is_none() {
+                    self.with_core(|core| core.restart_alone_now(generation));
+                }
+            }
             let own_log_position = self.lock_core().own_log_position(generation).filter(|_| first);
             if let Some(position) = own_log_position {
                 self.start_from_own_state(ctx, generation, &view, position)?;
@@ -164,7 +176,7 @@ impl Provider {
             match self.with_core(|core| core.begin_state_request(generation, id)) {
                 RequestStart::Ended => return Ok(()),
                 RequestStart::AlreadyReceived => {}
-                RequestStart::Send { position, has_state, ist_addr, donors } => {
+                RequestStart::Send { position, has_state, ist_addr, donors, own_order } => {
                     let ist_address = ist_addr.clone();
                     let Some(link) = self.node_of(generation) else { return Ok(()) };
                     let message = Control::StateRequest {
@@ -174,6 +186,7 @@ impl Provider {
                         has_state,
                         ist_addr,
                         id,
+                        own_order,
                     };
                     log::info!("requesting state transfer at view {} (local position {position})", view.state_id);
                     if position.uuid == view.state_id.uuid && position.seqno >= 0 {
@@ -292,7 +305,7 @@ impl Provider {
         if self.turn(generation, after, after) == Turn::Ended {
             return Ok(());
         }
-        if self.with_core(|core| core.become_synced()) {
+        if self.with_core(|core| core.become_synced(after)) {
             self.app.synced().map_err(|e| self.callback_failed(e.0))?;
             log::info!("synced with group at {}", self.last_committed_id());
         }

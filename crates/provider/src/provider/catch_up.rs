@@ -158,10 +158,9 @@ impl Provider {
             );
         }
         let header = Header { group, at: d.after, from: gap.as_ref().map(|_| d.position.seqno + 1) };
-        // Position only when the gap travels with the group's verdicts: a joiner that holds
-        // the order itself certified it from a fresh index, not the group's, and must not
-        // apply its own verdicts (found by the simulator: a commit rolled back on the joiner).
-        let bypass = gap.is_some();
+        // Position only when the gap travels with the group's verdicts, or the joiner certified
+        // it with the group's state itself (`Donation::position_only`).
+        let bypass = d.position_only(gap.is_some());
         let (address, preload) = (d.ist_addr.clone(), d.preload.clone());
         let spawned = std::thread::Builder::new().name("lockstep-ist-send".into()).spawn(move || {
             let what = match &header.from {

@@ -26,6 +26,11 @@ pub struct Outcome {
     pub final_seqno: Seqno,
     pub node_crashes: u64,
     pub transfers: u64,
+    /// Restarted nodes that could catch up alone and did (no member had stayed up synced).
+    pub restarts_alone: u64,
+    /// Restarted nodes that could catch up alone but took a transfer from a member that
+    /// stayed up synced, as a restarted Galera node does.
+    pub restarts_with_transfer: u64,
     /// Every node holding the group's certification state went down at once, and no node got
     /// it back (a restarted node does when its log holds the whole history or reaches its
     /// certification checkpoint), so convergence is not judged.
@@ -297,6 +302,8 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
         final_seqno: sim.nodes.iter().map(|n| n.db.committed).max().unwrap_or(0),
         node_crashes: sim.node_crashes,
         transfers: sim.transfers_done,
+        restarts_alone: sim.nodes.iter().map(|n| n.restarts_alone).sum(),
+        restarts_with_transfer: sim.nodes.iter().map(|n| n.restarts_with_transfer).sum(),
         state_lost: sim.state_lost,
     })
 }
@@ -305,4 +312,25 @@ impl Sim {
     fn acked_count(&self) -> u64 {
         self.checks.acked_count()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_seed;
+
+    /// A restarted node that holds its order takes a transfer from a member that stayed up
+    /// synced (as with Galera), and catches up alone when no such member is live (the
+    /// whole-cluster crashes of some seeds): both happen, and every run passes its checks.
+    #[test]
+    fn restarted_nodes_take_a_transfer_from_a_member_that_stayed_up_or_catch_up_alone() {
+        let (mut alone, mut with_transfer) = (0, 0);
+        for seed in 0..SEEDS {
+            let outcome = run_seed(seed, false).unwrap_or_else(|v| panic!("{v}"));
+            alone += outcome.restarts_alone;
+            with_transfer += outcome.restarts_with_transfer;
+        }
+        assert!(alone > 0 && with_transfer > 0, "alone {alone}, with a transfer {with_transfer}");
+    }
+
+    const SEEDS: u64 = 40;
 }

@@ -9,6 +9,7 @@ use super::transfer::{PendingTransfer, TransferKind};
 use crate::application::{View, WsHandle};
 use crate::certification::{Key, KeyType};
 use crate::checkpoint::Checkpoint;
+use crate::core::phase::Restart;
 use crate::core::VoteResult;
 use crate::core::{
     phase::{CatchUp, Phase},
@@ -121,6 +122,10 @@ enum Applier {
         resend_at_ms: u64,
         sent: bool,
     },
+    /// A restarted node's first view: it waits to choose between its own log and a transfer.
+    Choosing {
+        view: View,
+    },
     /// Applying `seqno` failed here: waits for the members' vote.
     Vote {
         seqno: Seqno,
@@ -153,6 +158,10 @@ pub struct Node {
     pub quiet: bool,
     /// When this node's request was found ordered (its donor's stream is awaited since).
     at_request_since: Option<u64>,
+    /// Restarts that could catch up alone: how many did, and how many took a transfer from a
+    /// member that stayed up and synced.
+    pub restarts_alone: u64,
+    pub restarts_with_transfer: u64,
 }
 
 /// What a node's threads reach beyond the node.
@@ -231,6 +240,8 @@ impl Node {
             fatal: false,
             quiet: false,
             at_request_since: None,
+            restarts_alone: 0,
+            restarts_with_transfer: 0,
         }
     }
 
@@ -741,6 +752,30 @@ impl Node {
                 }
             }
             Applier::Handshake { view, resend_at_ms, sent } => self.handshake(a, view, resend_at_ms, sent, env),
+            Applier::Choosing { view } => match self.core().restart_choice(generation, &me) {
+                None => Step::Block(Applier::Choosing { view }),
+                Some(_) => {
+                    match self.core().connection().map(|c| c.restart) {
+                        Some(Restart::Alone) => self.restarts_alone += 1,
+                        Some(Restart::Transfer) => self.restarts_with_transfer += 1,
+                        _ => {}
+                    }
+                    match self.core().own_log_position(generation) {
+                        Some(position) => {
+                            if env.trace {
+                                println!("[{:>6} ms] node {} catches up alone", env.now_ms, self.index + 1);
+                            }
+                            Step::Continue(self.start_from_own_state(view, position, env)?)
+                        }
+                        None => {
+                            if env.trace && self.core().has_state() {
+                                println!("[{:>6} ms] node {} asks for a transfer", env.now_ms, self.index + 1);
+                            }
+                            Step::Continue(Applier::Handshake { view, resend_at_ms: env.now_ms, sent: false })
+                        }
+                    }
+                }
+            },
             Applier::Vote { seqno } => match self.core().vote_result(generation, seqno, &me) {
                 None => Step::Block(Applier::Vote { seqno }),
                 Some(result) => {
@@ -765,10 +800,10 @@ impl Node {
     fn dispatch(&mut self, event: Event, env: &mut Env<'_>) -> Result<Applier, String> {
         Ok(match event {
             Event::View { view, first_in_connection } if !self.core().phase().app_ready() => {
-                let generation = self.generation;
-                match self.core().own_log_position(generation).filter(|_| first_in_connection) {
-                    Some(position) => self.start_from_own_state(view, position, env)?,
-                    None => Applier::Handshake { view, resend_at_ms: env.now_ms, sent: false },
+                if first_in_connection {
+                    Applier::Choosing { view }
+                } else {
+                    Applier::Handshake { view, resend_at_ms: env.now_ms, sent: false }
                 }
             }
             Event::View { ref view, .. } => {
@@ -845,9 +880,9 @@ impl Node {
                 }
                 Applier::Idle
             }
-            Event::Synced { .. } => {
+            Event::Synced { after } => {
                 if turn != Turn::Ended {
-                    self.core().become_synced();
+                    self.core().become_synced(after);
                 }
                 Applier::Idle
             }
@@ -872,7 +907,7 @@ impl Node {
                     return Step::Continue(Applier::Idle);
                 }
                 RequestStart::AlreadyReceived => {}
-                RequestStart::Send { position, has_state, ist_addr, donors } => {
+                RequestStart::Send { position, has_state, ist_addr, donors, own_order } => {
                     let request = Control::StateRequest {
                         sst_request: b"sim".to_vec(),
                         position,
@@ -880,6 +915,7 @@ impl Node {
                         has_state,
                         ist_addr,
                         id,
+                        own_order,
                     };
                     env.group.submit_tagged(self.id, request.encode(), 0, true);
                     if env.trace {
@@ -990,10 +1026,9 @@ impl Node {
                     .collect::<Vec<_>>(),
             )
         });
-        // Position only when the gap travels with the group's verdicts: a joiner that holds
-        // the order itself certified it from a fresh index, not the group's, and must not
-        // apply its own verdicts (found by the simulator: a commit rolled back on the joiner).
-        let bypass = gap.is_some();
+        // Position only when the gap travels with the group's verdicts, or the joiner certified
+        // it with the group's state itself (`Donation::position_only`).
+        let bypass = d.position_only(gap.is_some());
         let Some((to, incarnation)) = parse_sim_address(&d.ist_addr) else { return };
         let from = gap.as_ref().map(|_| d.position.seqno + 1);
         env.transfers.push(PendingTransfer {

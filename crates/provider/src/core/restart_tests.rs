@@ -1,0 +1,149 @@
+//! A restarted node that could catch up from its own log chooses between that and a state
+//! transfer from a member that stayed up and synced (docs/design/restart-from-own-log.md).
+use super::phase::Restart;
+use super::*;
+use lockstep_group::{MemberInfo, View as GroupView};
+
+const HISTORY: Uuid = Uuid([7; 16]);
+const ME: MemberId = MemberId(1);
+const OTHER: MemberId = MemberId(2);
+
+fn member(id: MemberId) -> MemberInfo {
+    MemberInfo {
+        id,
+        name: format!("node{}", id.0),
+        address: String::new(),
+        incoming_address: String::new(),
+        incarnation: 1,
+        arbitrator: false,
+        weight: 1,
+        segment: 0,
+    }
+}
+
+fn view(view_id: u64, members: &[MemberId]) -> Payload {
+    Payload::View(GroupView { view_id, members: members.iter().map(|id| member(*id)).collect() })
+}
+
+fn status(primary: bool) -> lockstep_group::Status {
+    lockstep_group::Status {
+        id: ME,
+        primary,
+        leader: Some(OTHER),
+        term: 1,
+        view: GroupView { view_id: 1, members: vec![member(ME), member(OTHER)] },
+        history: HISTORY.0,
+        last_seqno: 0,
+        cached_from: 1,
+        recv_queue: 0,
+        senders_paused: false,
+        left: false,
+        failed: None,
+        weights_settled: true,
+    }
+}
+
+/// A node restarted at seqno 3 of a history whose log it holds from the group's first view:
+/// its log replays seqnos 1 to 3 (views), then the group orders a view at seqno 4 while it
+/// takes part (`members`).
+fn restarted(members: &[MemberId]) -> (Core<u32>, u64) {
+    let settings = Settings {
+        flow: FlowSettings::default(),
+        optimistic_pa: false,
+        log_conflicts: false,
+        max_writeset_bytes: 1 << 20,
+        checkpoint_bytes: 1 << 20,
+    };
+    let mut core = Core::new(settings, Gtid::new(HISTORY, 3), false);
+    let generation = core.open(Opening {
+        me: ME,
+        member: Uuid([1; 16]),
+        bootstrap_history: None,
+        ist_addr: "127.0.0.1:4568".into(),
+        donors: String::new(),
+        checkpoint: None,
+    });
+    let replayed = DeliveryContext { history: HISTORY, replayed: true };
+    for seqno in 1..=3 {
+        core.on_delivered(generation, seqno, view(seqno as u64, &[ME, OTHER]), replayed);
+    }
+    let live = DeliveryContext { history: HISTORY, replayed: false };
+    core.on_delivered(generation, 4, view(4, members), live);
+    (core, generation)
+}
+
+fn synced_from(core: &mut Core<u32>, generation: u64, origin: MemberId, since: Option<Seqno>) {
+    let live = DeliveryContext { history: HISTORY, replayed: false };
+    core.on_delivered(generation, 4, Payload::Control { origin, control: Control::Synced { since } }, live);
+}
+
+fn restart(core: &Core<u32>) -> Restart {
+    core.connection().expect("connected").restart
+}
+
+#[test]
+fn a_member_synced_since_before_our_first_live_view_makes_a_restarted_node_ask_for_a_transfer() {
+    let (mut core, generation) = restarted(&[ME, OTHER]);
+    assert!(core.can_catch_up_alone());
+    assert_eq!(restart(&core), Restart::Choosing { joined_at: 4, stopped_at: 3, until_ms: None });
+    assert_eq!(core.restart_choice(generation, &1), None, "waits");
+    core.take_effects();
+    // The other member has been synced since seqno 2 (before this node stopped at 3) and
+    // announces after applying our view.
+    synced_from(&mut core, generation, OTHER, Some(2));
+    assert_eq!(restart(&core), Restart::Transfer);
+    assert_eq!(core.take_effects().wake, vec![1], "the waiting applier is woken");
+    assert_eq!(core.restart_choice(generation, &1), Some(false));
+    assert_eq!(core.own_log_position(generation), None);
+    // Its request says it holds the order with the group's verdicts: the donor confirms its
+    // position whether or not its cache holds the gap.
+    match core.begin_state_request(generation, 9) {
+        RequestStart::Send { position, has_state, own_order, .. } => {
+            assert_eq!(position, Gtid::new(HISTORY, 3));
+            assert!(has_state && own_order);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn announcements_of_members_that_restarted_too_do_not_count_and_the_node_catches_up_alone() {
+    let (mut core, generation) = restarted(&[ME, OTHER]);
+    // Not synced when it announced (catching up itself), or synced only after this node
+    // stopped (it restarted too, a moment earlier), or this node's own announcement.
+    synced_from(&mut core, generation, OTHER, None);
+    synced_from(&mut core, generation, OTHER, Some(4));
+    synced_from(&mut core, generation, ME, Some(1));
+    assert!(matches!(restart(&core), Restart::Choosing { .. }));
+    // The deadline runs from the first driver round after the view.
+    core.on_group_status(generation, &status(true), 10_000);
+    let until_ms = Some(10_000 + RESTART_CHOICE_MS);
+    assert_eq!(restart(&core), Restart::Choosing { joined_at: 4, stopped_at: 3, until_ms });
+    core.on_group_status(generation, &status(true), 10_000 + RESTART_CHOICE_MS - 1);
+    assert_eq!(core.restart_choice(generation, &1), None);
+    core.on_group_status(generation, &status(true), 10_000 + RESTART_CHOICE_MS);
+    assert_eq!(restart(&core), Restart::Alone);
+    assert_eq!(core.restart_choice(generation, &1), Some(true));
+    assert_eq!(core.own_log_position(generation), Some(Gtid::new(HISTORY, 3)));
+    // A late announcement changes nothing.
+    synced_from(&mut core, generation, OTHER, Some(2));
+    assert_eq!(restart(&core), Restart::Alone);
+}
+
+#[test]
+fn a_restarted_node_alone_in_its_view_catches_up_alone_at_once() {
+    let (mut core, generation) = restarted(&[ME]);
+    assert_eq!(restart(&core), Restart::Alone);
+    assert_eq!(core.restart_choice(generation, &1), Some(true));
+}
+
+#[test]
+fn a_donor_confirms_the_position_of_a_joiner_that_holds_its_order_even_without_the_gap() {
+    let (core, _) = restarted(&[ME, OTHER]);
+    let donation = |own| core.donation(OTHER, 7, Vec::new(), 4, Gtid::new(HISTORY, 3), true, String::new(), own);
+    assert!(donation(true).position_only(false));
+    assert!(!donation(false).position_only(false), "a joiner with a fresh index needs the donor's verdicts");
+    assert!(donation(false).position_only(true));
+    let elsewhere = core.donation(OTHER, 7, Vec::new(), 4, Gtid::new(Uuid([9; 16]), 3), true, String::new(), true);
+    assert!(!elsewhere.position_only(false), "not in our history: a snapshot");
+}
