@@ -25,6 +25,21 @@ mod vote;
 #[cfg(test)]
 mod transfer_failure_tests;
 
+/// A data member named `node<id>`, as the core's tests put one in a view.
+#[cfg(test)]
+fn test_member(id: MemberId) -> lockstep_group::MemberInfo {
+    lockstep_group::MemberInfo {
+        id,
+        name: format!("node{}", id.0),
+        address: String::new(),
+        incoming_address: String::new(),
+        incarnation: 1,
+        arbitrator: false,
+        weight: 1,
+        segment: 0,
+    }
+}
+
 pub use apply::{member_uuid, Donation, Event, HandshakeStep, RequestStart, Task, Transferred, Turn};
 pub use control::Opening;
 pub use flow::FlowSettings;

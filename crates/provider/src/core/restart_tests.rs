@@ -2,27 +2,14 @@
 //! transfer from a member that stayed up and synced (docs/design/restart-from-own-log.md).
 use super::phase::Restart;
 use super::*;
-use lockstep_group::{MemberInfo, View as GroupView};
+use lockstep_group::View as GroupView;
 
 const HISTORY: Uuid = Uuid([7; 16]);
 const ME: MemberId = MemberId(1);
 const OTHER: MemberId = MemberId(2);
 
-fn member(id: MemberId) -> MemberInfo {
-    MemberInfo {
-        id,
-        name: format!("node{}", id.0),
-        address: String::new(),
-        incoming_address: String::new(),
-        incarnation: 1,
-        arbitrator: false,
-        weight: 1,
-        segment: 0,
-    }
-}
-
 fn view(view_id: u64, members: &[MemberId]) -> Payload {
-    Payload::View(GroupView { view_id, members: members.iter().map(|id| member(*id)).collect() })
+    Payload::View(GroupView { view_id, members: members.iter().map(|id| test_member(*id)).collect() })
 }
 
 fn status(primary: bool) -> lockstep_group::Status {
@@ -31,7 +18,7 @@ fn status(primary: bool) -> lockstep_group::Status {
         primary,
         leader: Some(OTHER),
         term: 1,
-        view: GroupView { view_id: 1, members: vec![member(ME), member(OTHER)] },
+        view: GroupView { view_id: 1, members: vec![test_member(ME), test_member(OTHER)] },
         history: HISTORY.0,
         last_seqno: 0,
         cached_from: 1,

@@ -6,7 +6,7 @@ use super::*;
 use crate::ist::Preload;
 use crate::state_transfer::DONATION_REFUSED;
 use crate::writeset::Control;
-use lockstep_group::{MemberInfo, View};
+use lockstep_group::View;
 
 const HISTORY: Uuid = Uuid([7; 16]);
 const DONOR: MemberId = MemberId(1);
@@ -24,23 +24,8 @@ fn settings() -> Settings {
     }
 }
 
-fn member(id: MemberId, name: &str) -> MemberInfo {
-    MemberInfo {
-        id,
-        name: name.into(),
-        address: String::new(),
-        incoming_address: String::new(),
-        incarnation: 1,
-        arbitrator: false,
-        weight: 1,
-        segment: 0,
-    }
-}
-
 fn view(view_id: u64, members: &[MemberId]) -> Payload {
-    let names = ["node1", "node2", "node3"];
-    let members = members.iter().map(|id| member(*id, names[id.0 as usize - 1])).collect();
-    Payload::View(View { view_id, members })
+    Payload::View(View { view_id, members: members.iter().map(|id| test_member(*id)).collect() })
 }
 
 fn control(origin: MemberId, control: Control) -> Payload {
