@@ -401,8 +401,9 @@ impl Consensus {
             return Err(format!("a message in the name of a shadow vote ({})", from.get()));
         }
         self.node.handle_message(&message.0).map_err(|e| e.to_string())?;
-        for shadow in self.shadows(MemberId(from.get())) {
-            if let Some(reply) = reply_as(&message.0, shadow) {
+        // Only replies count for shadows: a call (most of what a follower receives) looks up none.
+        if matches!(message.0, Message::AppendEntriesReply { .. } | Message::RequestVoteReply { .. }) {
+            for reply in self.shadows(MemberId(from.get())).into_iter().filter_map(|s| reply_as(&message.0, s)) {
                 self.node.handle_message(&reply).map_err(|e| e.to_string())?;
             }
         }
