@@ -17,7 +17,7 @@ use crate::member::{Member, Status};
 use crate::message::{Body, Message};
 use crate::transport::{Tls, TlsError, Transport};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -237,6 +237,12 @@ impl Engine {
                     return;
                 }
                 self.in_flight.store(driver.replies.len(), Ordering::Relaxed);
+                let (transport, peers) = (driver.transport.clone(), std::mem::take(&mut driver.unwritten));
+                // Written on this thread when the sockets let it: no I/O under the member's lock.
+                drop(guard);
+                for peer in peers {
+                    transport.write_queued(peer);
+                }
             }
         }
     }
@@ -411,6 +417,7 @@ impl GroupNode {
             shared: shared.clone(),
             replies: BTreeMap::new(),
             barriers: BTreeMap::new(),
+            unwritten: BTreeSet::new(),
             started: Instant::now(),
             last_periodic_ms: 0,
         };
@@ -641,6 +648,8 @@ struct Driver {
     /// `replies`, which counts as in flight: the leader's answer to a causal read is taken
     /// on the reader's thread, not handed over.
     barriers: BTreeMap<u64, u64>,
+    /// Peers with messages queued in this round, for the transport to write after it.
+    unwritten: BTreeSet<MemberId>,
     started: Instant,
     last_periodic_ms: u64,
 }
@@ -886,9 +895,12 @@ impl Driver {
         }
     }
 
+    /// Queues the member's messages in order; they are written once the member's lock is
+    /// released (`Engine::process_batch`).
     fn send_outbox(&mut self) {
         for (to, message) in self.member.take_outbox() {
-            self.transport.send(to, message);
+            self.transport.queue(to, message);
+            self.unwritten.insert(to);
         }
     }
 

@@ -2,6 +2,11 @@
 //! connection, one writer per peer with a bounded queue (full means drop: Raft resends),
 //! and one short-lived prober per seed address until it learns who listens there.
 //!
+//! A small message is written by the thread that sends it when its peer's connection is
+//! free and nothing is queued before it (one thread hand-off fewer per message: see
+//! docs/design/group-run-to-completion.md); the writer thread takes over whatever that
+//! thread cannot write at once.
+//!
 //! A panic on any of these threads is logged naming the thread and ends no more than its
 //! connection (Raft resends): the acceptor starts accepting again, a prober tries again,
 //! and a writer whose thread ended is replaced at the next message to its peer.
@@ -11,12 +16,11 @@ use super::{read_hello, read_record, Hello, TransportError, HANDSHAKE_TIMEOUT, M
 use crate::message::Message;
 use crate::record::{self, RecordKind};
 use crate::types::MemberId;
-use std::collections::BTreeMap;
-use std::io::{BufWriter, Write};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, BufWriter, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,6 +30,16 @@ use std::time::{Duration, Instant};
 /// plus one message.
 const OUTBOUND_QUEUE_RECORDS: usize = 4096;
 const OUTBOUND_QUEUE_BYTES: usize = 64 << 20;
+/// What a sending thread writes itself: messages carrying at most this many writeset bytes;
+/// bigger ones are encoded and written by the peer's writer thread.
+const DIRECT_PAYLOAD_BYTES: usize = 16 << 10;
+/// The connection's buffer: a record that fits in what is free of it is copied there whole,
+/// so a write that times out never leaves half a record anywhere but in the buffer.
+const WRITE_BUFFER_BYTES: usize = 1 << 16;
+/// The longest a socket write waits for room (`SO_SNDTIMEO`, and the read a TLS write makes
+/// when blocked): a sending thread then leaves the rest to the writer thread, which waits
+/// on. Without it two readers each writing to the other's full socket would wait forever.
+const WRITE_WAIT: Duration = Duration::from_millis(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 /// Between attempts to reach a seed address that does not answer yet.
@@ -57,17 +71,111 @@ const COMPRESS_LEVEL: u8 = 1;
 pub struct Transport {
     shared: Arc<Shared>,
     local: SocketAddr,
-    writers: Mutex<BTreeMap<MemberId, Writer>>,
+    writers: Mutex<BTreeMap<MemberId, Arc<Outbound>>>,
     /// Owns the listener: joined on shutdown, so the port is free once that returns.
     acceptor: Mutex<Option<thread::JoinHandle<()>>>,
 }
 
-/// The queue to one peer's writer thread and the writeset bytes waiting in it. Messages
-/// are encoded and checksummed by the writer, not by the member's driver thread, which a
-/// big writeset would otherwise hold up once per peer.
-struct Writer {
-    queue: SyncSender<Message>,
-    queued_bytes: Arc<AtomicUsize>,
+/// One peer's outgoing side: its queue and its connection. Whoever holds the connection
+/// writes what is queued, oldest first: the sending thread when it can (`write_queued`),
+/// else the peer's writer thread. Messages are encoded and checksummed outside the member's
+/// lock, so a big writeset does not hold it up once per peer.
+struct Outbound {
+    queue: Mutex<Queue>,
+    /// Wakes the writer thread.
+    wake: Condvar,
+    /// `None` until the writer thread connects, and again after a failure.
+    connection: Mutex<Option<BufWriter<Stream>>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    messages: VecDeque<Message>,
+    /// Writeset bytes in `messages`.
+    bytes: usize,
+    /// The writer thread ended, or should: no more messages are taken.
+    closed: bool,
+}
+
+impl Outbound {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn close(&self) {
+        self.queue().closed = true;
+        self.wake.notify_one();
+    }
+
+    /// A message taken but not written goes back, first in line.
+    fn put_back(&self, message: Message) {
+        let mut queue = self.queue();
+        queue.bytes += message.payload_bytes();
+        queue.messages.push_front(message);
+    }
+
+    fn pop(&self) -> Option<Message> {
+        let mut queue = self.queue();
+        let message = queue.messages.pop_front()?;
+        queue.bytes -= message.payload_bytes();
+        Some(message)
+    }
+
+    /// Writes what is queued while the messages are small and the socket takes them
+    /// without waiting more than `WRITE_WAIT`. Returns whether anything is left for the writer
+    /// thread; an error means the connection is lost.
+    fn write_small(&self, stream: &mut BufWriter<Stream>, shared: &Shared) -> io::Result<bool> {
+        loop {
+            let message = {
+                let mut queue = self.queue();
+                match queue.messages.front() {
+                    None => break,
+                    Some(m) if m.payload_bytes() > DIRECT_PAYLOAD_BYTES => return Ok(true),
+                    Some(_) => {}
+                }
+                let message = queue.messages.pop_front().expect("checked above");
+                queue.bytes -= message.payload_bytes();
+                message
+            };
+            let record = encode(&message, shared.compress);
+            // Too big to go through the buffer whole: the writer thread takes it.
+            if record.len() >= stream.capacity() {
+                self.put_back(message);
+                return Ok(true);
+            }
+            if record.len() > stream.capacity() - stream.buffer().len() {
+                if let Err(e) = stream.flush() {
+                    self.put_back(message);
+                    return if waited(&e) { Ok(true) } else { Err(e) };
+                }
+            }
+            // Fits in the buffer: copied, no I/O.
+            stream.write_all(&record)?;
+        }
+        match stream.flush() {
+            Ok(()) => Ok(false),
+            Err(e) if waited(&e) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The socket had no room within `WRITE_WAIT`: what was not written stays buffered.
+fn waited(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
+}
+
+fn encode(message: &Message, compress: bool) -> Vec<u8> {
+    if compress && message.payload_bytes() >= COMPRESS_MIN_BYTES {
+        let body = message.encode();
+        let deflated = miniz_oxide::deflate::compress_to_vec(&body, COMPRESS_LEVEL);
+        // Not worth the receiver's work under an eighth saved (data already compressed).
+        if deflated.len() < body.len() - body.len() / 8 {
+            return record::encode(RecordKind::CompressedMessage, &deflated);
+        }
+        return record::encode(RecordKind::Message, &body);
+    }
+    record::encode_with(RecordKind::Message, message.payload_bytes() + 256, |w| message.encode_into(w))
 }
 
 impl Transport {
@@ -159,56 +267,86 @@ impl Transport {
     pub fn set_isolated(&self, on: bool) {
         self.shared.isolated.store(on, Ordering::SeqCst);
         if on {
-            // Their threads end with their queues, closing the connections.
-            self.writers.lock().expect("not poisoned").clear();
+            // Their threads end, closing the connections.
+            self.close_writers();
         }
     }
 
-    /// Queues a message; drops it if the peer's queue is full or it has no address.
+    /// Sends a message: `queue` and `write_queued`.
     pub fn send(&self, to: MemberId, message: Message) {
+        self.queue(to, message);
+        self.write_queued(to);
+    }
+
+    /// Queues a message for `write_queued`; drops it if the peer's queue is full. Messages
+    /// to one peer go in the order they were queued.
+    pub fn queue(&self, to: MemberId, message: Message) {
         if self.shared.isolated.load(Ordering::SeqCst) {
             return;
         }
         let mut writers = self.writers.lock().expect("not poisoned");
-        let writer = writers.entry(to).or_insert_with(|| self.start_writer(to));
-        if writer.queued_bytes.load(Ordering::Relaxed) >= OUTBOUND_QUEUE_BYTES {
+        let mut outbound = writers.entry(to).or_insert_with(|| self.start_writer(to)).clone();
+        if outbound.queue().closed {
+            // Its thread ended (a panic, logged there): another takes over.
+            outbound = self.start_writer(to);
+            writers.insert(to, outbound.clone());
+        }
+        drop(writers);
+        let mut queue = outbound.queue();
+        if queue.bytes >= OUTBOUND_QUEUE_BYTES || queue.messages.len() >= OUTBOUND_QUEUE_RECORDS {
             log::debug!("queue to {to} full, message dropped");
             return;
         }
-        let len = message.payload_bytes();
-        writer.queued_bytes.fetch_add(len, Ordering::Relaxed);
-        match writer.queue.try_send(message) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                writer.queued_bytes.fetch_sub(len, Ordering::Relaxed);
-                log::debug!("queue to {to} full, message dropped");
-            }
-            Err(TrySendError::Disconnected(_)) => {
-                // Its thread ended (a panic, logged there): the next message starts another.
-                writers.remove(&to);
-            }
+        queue.bytes += message.payload_bytes();
+        queue.messages.push_back(message);
+    }
+
+    /// Writes what is queued to `to` on this thread if its connection is free and the
+    /// messages small; wakes its writer thread for the rest. Not to be called under a lock
+    /// other threads need: the socket may make it wait up to `WRITE_WAIT`.
+    pub fn write_queued(&self, to: MemberId) {
+        let Some(outbound) = self.writers.lock().expect("not poisoned").get(&to).cloned() else { return };
+        let left = match outbound.connection.try_lock() {
+            Ok(mut connection) => match connection.as_mut().map(|stream| outbound.write_small(stream, &self.shared)) {
+                Some(Ok(left)) => left,
+                Some(Err(e)) => {
+                    log::info!("{} lost connection to {to}: {e}", self.shared.hello.member);
+                    *connection = None;
+                    true
+                }
+                // Not connected yet: the writer thread connects.
+                None => true,
+            },
+            // The writer thread is at it; it looks at the queue again before it waits.
+            Err(_) => true,
+        };
+        if left {
+            outbound.wake.notify_one();
         }
     }
 
-    fn start_writer(&self, to: MemberId) -> Writer {
-        let (queue, rx) = mpsc::sync_channel(OUTBOUND_QUEUE_RECORDS);
-        let queued_bytes = Arc::new(AtomicUsize::new(0));
-        let (shared, queued) = (self.shared.clone(), queued_bytes.clone());
+    fn start_writer(&self, to: MemberId) -> Arc<Outbound> {
+        let outbound =
+            Arc::new(Outbound { queue: Mutex::default(), wake: Condvar::new(), connection: Mutex::new(None) });
+        let (shared, writing) = (self.shared.clone(), outbound.clone());
         let spawned = thread::Builder::new().name(format!("{}-to-{to}", shared.hello.member)).spawn(move || {
             // A panic drops the connection and what was queued: Raft resends.
-            let _ = crate::guarded(|| write_loop(to, rx, shared, queued));
+            let _ = crate::guarded(|| write_loop(to, &writing, &shared));
+            writing.close();
+            *writing.connection.lock().unwrap_or_else(PoisonError::into_inner) = None;
         });
         if let Err(e) = spawned {
             log::error!("cannot start writer to {to}: {e}");
+            outbound.close();
         }
-        Writer { queue, queued_bytes }
+        outbound
     }
 
     /// Stops accepting and sending. Once it returns the listening port is free again, so
     /// a node restarted at once can bind it (found by a test restarting on one port).
     pub fn shutdown(&self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
-        self.writers.lock().expect("not poisoned").clear();
+        self.close_writers();
         let Some(acceptor) = self.acceptor.lock().expect("not poisoned").take() else { return };
         // Wake the acceptor so it sees the flag (a wildcard listener is woken on loopback).
         let mut wake = self.local;
@@ -217,6 +355,15 @@ impl Transport {
         }
         if TcpStream::connect_timeout(&wake, CONNECT_TIMEOUT).is_ok() {
             let _ = acceptor.join();
+        }
+    }
+}
+
+impl Transport {
+    fn close_writers(&self) {
+        let writers = std::mem::take(&mut *self.writers.lock().expect("not poisoned"));
+        for outbound in writers.values() {
+            outbound.close();
         }
     }
 }
@@ -343,7 +490,11 @@ fn connect(to: MemberId, shared: &Shared) -> Result<BufWriter<Stream>, Transport
     if theirs.member != to {
         return Err(TransportError::Unexpected("peer answered with another member id"));
     }
-    Ok(BufWriter::with_capacity(1 << 16, stream))
+    stream.tcp().set_write_timeout(Some(WRITE_WAIT))?;
+    // A TLS write that finds the socket full reads before it gives up (rustls'
+    // `complete_io`), and nothing but TLS housekeeping ever arrives here.
+    stream.tcp().set_read_timeout(Some(WRITE_WAIT))?;
+    Ok(BufWriter::with_capacity(WRITE_BUFFER_BYTES, stream))
 }
 
 /// Connects to `address` (resolving a host name, trying each of its addresses), opens TLS
@@ -376,58 +527,74 @@ fn dial(address: &str, shared: &Shared) -> Result<(Stream, Hello), TransportErro
     Err(last)
 }
 
-fn write_loop(to: MemberId, queue: Receiver<Message>, shared: Arc<Shared>, queued: Arc<AtomicUsize>) {
-    let take = |message: Message| {
-        queued.fetch_sub(message.payload_bytes(), Ordering::Relaxed);
-        message
-    };
-    let encode = |message: Message| {
-        if shared.compress && message.payload_bytes() >= COMPRESS_MIN_BYTES {
-            let body = message.encode();
-            let deflated = miniz_oxide::deflate::compress_to_vec(&body, COMPRESS_LEVEL);
-            // Not worth the receiver's work under an eighth saved (data already compressed).
-            if deflated.len() < body.len() - body.len() / 8 {
-                return record::encode(RecordKind::CompressedMessage, &deflated);
-            }
-            return record::encode(RecordKind::Message, &body);
-        }
-        record::encode_with(RecordKind::Message, message.payload_bytes() + 256, |w| message.encode_into(w))
-    };
-    let mut connection: Option<BufWriter<Stream>> = None;
+/// The writer thread: connects, and writes what the sending threads left queued, waiting
+/// for the socket as long as it takes.
+fn write_loop(to: MemberId, outbound: &Outbound, shared: &Shared) {
     // One line per outage: a peer that refuses or resets in turn would otherwise alternate.
     let mut outage_logged = false;
-    while let Ok(first) = queue.recv().map(take) {
+    loop {
+        {
+            let mut queue = outbound.queue();
+            while queue.messages.is_empty() && !queue.closed {
+                queue = outbound.wake.wait(queue).unwrap_or_else(PoisonError::into_inner);
+            }
+            if queue.closed {
+                return;
+            }
+        }
         if shared.stopping.load(Ordering::SeqCst) {
             return;
         }
+        let mut connection = outbound.connection.lock().unwrap_or_else(PoisonError::into_inner);
         if connection.is_none() {
-            match connect(to, &shared) {
-                Ok(c) => connection = Some(c),
+            match connect(to, shared) {
+                Ok(c) => *connection = Some(c),
                 Err(e) => {
                     // Peers come and go with membership: the view change is what matters.
                     if !outage_logged {
                         log::info!("{} cannot reach {to}: {e} (retrying)", shared.hello.member);
                         outage_logged = true;
                     }
+                    drop(connection);
                     // Drop what queued meanwhile: Raft resends, and stale votes are noise.
                     thread::sleep(RECONNECT_PAUSE);
-                    while queue.try_recv().map(take).is_ok() {}
+                    while outbound.pop().is_some() {}
                     continue;
                 }
             }
             outage_logged = false;
         }
         let stream = connection.as_mut().expect("connected above");
-        let mut result = stream.write_all(&encode(first));
-        while result.is_ok() {
-            match queue.try_recv().map(take) {
-                Ok(next) => result = stream.write_all(&encode(next)),
-                Err(_) => break,
-            }
+        let mut result = Ok(());
+        while let (Ok(()), Some(message)) = (&result, outbound.pop()) {
+            result = write_waiting(stream, &encode(&message, shared.compress), outbound);
         }
-        if let Err(e) = result.and_then(|_| stream.flush()) {
+        if let Err(e) = result.and_then(|()| flush_waiting(stream, outbound)) {
             log::info!("{} lost connection to {to}: {e}", shared.hello.member);
-            connection = None;
+            *connection = None;
+        }
+    }
+}
+
+/// Writes all of `bytes`, waiting for the socket in `WRITE_WAIT` steps until the peer takes
+/// them or the writer is closed.
+fn write_waiting(stream: &mut BufWriter<Stream>, mut bytes: &[u8], outbound: &Outbound) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match stream.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if waited(&e) && !outbound.queue().closed => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn flush_waiting(stream: &mut BufWriter<Stream>, outbound: &Outbound) -> io::Result<()> {
+    loop {
+        match stream.flush() {
+            Err(e) if waited(&e) && !outbound.queue().closed => {}
+            result => return result,
         }
     }
 }

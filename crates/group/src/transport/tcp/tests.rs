@@ -2,7 +2,7 @@ use super::*;
 use crate::message::Body;
 use crate::transport::{Hello, PROTOCOL_VERSION};
 use std::io::Read;
-use std::sync::mpsc::channel;
+use std::sync::mpsc::{self, channel};
 
 fn message(from: u64) -> Message {
     Message {
@@ -128,6 +128,65 @@ fn a_peer_of_another_cluster_is_refused() {
     raw.write_all(&hello.encode()).unwrap();
     let mut buf = [0u8; 1];
     assert_eq!(raw.read(&mut buf).unwrap_or(0), 0);
+}
+
+/// The sending thread writes small messages itself, but a peer that stops reading holds up
+/// neither it nor the order: what the socket cannot take waits in the queue, and arrives in
+/// order once the peer reads again. Over TLS, where a write that times out leaves the rest in
+/// the TLS layer's buffer.
+#[test]
+fn a_peer_that_stops_reading_holds_up_no_sender_and_gets_everything_in_order() {
+    let (a, _) = listening_tls(1, "a-node1", "a");
+    let testdata = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/transport/tls/testdata");
+    let config = crate::transport::TlsConfig {
+        key: testdata.join("a-node2-key.pem"),
+        cert: testdata.join("a-node2-cert.pem"),
+        ca: testdata.join("a-ca.pem"),
+        ciphers: String::new(),
+    };
+    let (tx, rx) = channel();
+    let gate = Arc::new(Mutex::new(()));
+    let closed = gate.lock().unwrap();
+    let reading = gate.clone();
+    let b = Transport::start(
+        MemberId(2),
+        "c",
+        "127.0.0.1:0",
+        1 << 20,
+        Some(Arc::new(Tls::load(config).unwrap())),
+        false,
+        {
+            let tx = Mutex::new(tx);
+            move |m| {
+                drop(reading.lock().unwrap());
+                let _ = tx.lock().unwrap().send(m);
+            }
+        },
+    )
+    .unwrap();
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    let numbered = |request| {
+        let mut m = message(1);
+        m.body = Body::Forward { request, data: vec![request as u8; 8 << 10] };
+        m
+    };
+    // Connected (the first message goes through the writer thread, which connects).
+    a.send(MemberId(2), numbered(0));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.writers.lock().unwrap()[&MemberId(2)].connection.lock().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "never connected");
+        thread::sleep(Duration::from_millis(10));
+    }
+    // 16 MiB: more than the sockets hold while b reads nothing.
+    let sent = 2_000;
+    for request in 1..sent {
+        a.send(MemberId(2), numbered(request));
+    }
+    drop(closed);
+    for request in 0..sent {
+        let m = rx.recv_timeout(Duration::from_secs(30)).expect("every message arrives");
+        assert_eq!(m, numbered(request));
+    }
 }
 
 #[test]
