@@ -293,12 +293,19 @@ fn once_the_server_took_its_state_the_stream_alone_is_asked_again() {
     assert!(!core.is_failed());
 }
 
-#[test]
-fn the_stream_alone_is_asked_every_second_until_a_bound() {
+/// A joiner whose server took a snapshot at seqno 2 from member 1, which left at 1 000 ms
+/// before its stream was in.
+fn snapshot_without_stream() -> (Core<u32>, u64) {
     let (mut core, generation) = waiting_joiner_among(&[DONOR, JOINER, OTHER]);
     core.sst_received(Gtid::new(HISTORY, 2), 0);
     core.install_transfer(generation).unwrap();
     core.on_group_status(generation, &donor_gone(), 1_000);
+    (core, generation)
+}
+
+#[test]
+fn the_stream_alone_is_asked_every_second_until_a_bound() {
+    let (mut core, generation) = snapshot_without_stream();
     assert_eq!(requests(&mut core).len(), 1);
     core.on_group_status(generation, &donor_gone(), 1_999);
     assert_eq!(requests(&mut core).len(), 0);
@@ -311,10 +318,7 @@ fn the_stream_alone_is_asked_every_second_until_a_bound() {
 
 #[test]
 fn a_stream_that_cannot_reach_the_servers_snapshot_stops_the_joiner() {
-    let (mut core, generation) = waiting_joiner_among(&[DONOR, JOINER, OTHER]);
-    core.sst_received(Gtid::new(HISTORY, 2), 0);
-    core.install_transfer(generation).unwrap();
-    core.on_group_status(generation, &donor_gone(), 1_000);
+    let (mut core, generation) = snapshot_without_stream();
     core.on_delivered(generation, 3, view(3, &[JOINER, OTHER]), live());
     let again = requests(&mut core).pop().expect("asked again");
     core.on_delivered(generation, 3, control(JOINER, again), live());
