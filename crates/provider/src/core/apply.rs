@@ -115,8 +115,8 @@ const REQUEST_LAG_MS: u64 = 5000;
 /// request is ordered is as long).
 pub const DONOR_SEARCH_MS: u64 = 300_000;
 
-/// A joiner whose server holds its state but whose donor left before its stream was in:
-/// since when it asks for the stream again, and when it asks next.
+/// A joiner whose donor left: since when it asks for the stream alone, and when it asks
+/// next (never while the server's handshake asks with the server's own request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DonorSearch {
     pub since_ms: u64,
@@ -663,14 +663,15 @@ impl<W: Clone + PartialEq> Core<W> {
         Ok(position)
     }
 
-    /// The server took its state, but no request of ours waits at its point in the order for
-    /// the donor's stream (its donor left, or the request asked again was lost while another
-    /// donor's script ended): unless a request of ours is ordered first, the stream is asked
-    /// for alone (see [`Core::ask_again_due`]).
+    /// The server took its state after a donor left, but no request of ours waits at its
+    /// point in the order for the donor's stream (the request asked again was lost, and the
+    /// script of the donor that left ended after all): unless a request of ours is ordered
+    /// first, the stream is asked for alone (see [`Core::ask_again_due`]).
     fn expect_stream(&mut self) {
         let now_ms = self.clock_ms;
-        if let Some(c) = self.connection.as_mut().filter(|c| c.catch_up == CatchUp::Waiting) {
-            c.donor_search.get_or_insert(DonorSearch { since_ms: now_ms, next_ms: now_ms + REQUEST_LAG_MS });
+        let Some(c) = self.connection.as_mut().filter(|c| c.catch_up == CatchUp::Waiting) else { return };
+        if let Some(search) = c.donor_search.as_mut() {
+            *search = DonorSearch { since_ms: now_ms, next_ms: now_ms + REQUEST_LAG_MS };
         }
     }
 
@@ -871,8 +872,9 @@ impl<W: Clone + PartialEq> Core<W> {
                 return;
             }
         };
+        let search = c.donor_search.get_or_insert(DonorSearch { since_ms: now_ms, next_ms: u64::MAX });
         if !handshake {
-            c.donor_search.get_or_insert(DonorSearch { since_ms: now_ms, next_ms: now_ms });
+            search.next_ms = now_ms;
         }
         let stream = matches!(c.catch_up, CatchUp::AtRequest(_));
         log::info!(

@@ -200,8 +200,8 @@ pub struct Connection {
     /// The donor chosen for our state request, once it is ordered, with its incarnation then
     /// (a donor that restarted lost the transfer, as one that left).
     pub donor: Option<(MemberId, u64)>,
-    /// Our donor left before its stream was in, after the server took its state: the core
-    /// asks for the stream again until one is in.
+    /// A donor of ours left before its stream was in: once the server holds its state and no
+    /// request of ours waits for a stream, the core asks for the stream alone until one is in.
     pub donor_search: Option<apply::DonorSearch>,
     /// A donor's certification state installed with no gap, for the order after this seqno:
     /// the server's snapshot must reach it (see `Core::snapshot_reaches_stream`).
