@@ -113,7 +113,7 @@ fn run_group(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
 fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
     let started = Instant::now();
     let (mut runs, mut acked, mut crashes, mut transfers, mut lost) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    let (mut alone, mut with_transfer) = (0u64, 0u64);
+    let (mut alone, mut with_transfer, mut lost_with_donor) = (0u64, 0u64, 0u64);
     for seed in seeds {
         // A panic is a violation too (the cores assert their state transitions).
         let run = std::panic::catch_unwind(|| provider_sim::run_seed(seed, trace));
@@ -124,6 +124,7 @@ fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
                 acked += outcome.acked;
                 crashes += outcome.node_crashes;
                 transfers += outcome.transfers;
+                lost_with_donor += outcome.transfers_lost_with_donor;
                 alone += outcome.restarts_alone;
                 with_transfer += outcome.restarts_with_transfer;
                 lost += u64::from(outcome.state_lost);
@@ -136,7 +137,7 @@ fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
     }
     println!(
         "provider layer: {runs} seeds passed in {:.1} s: {acked} commits acknowledged, {crashes} node crashes, \
-         {transfers} state transfers; restarts that held their order: {alone} caught up alone, {with_transfer} took a \
+         {transfers} state transfers ({lost_with_donor} more lost with a donor that died, the joiner asking another); restarts that held their order: {alone} caught up alone, {with_transfer} took a \
          transfer from a member that stayed up synced; {lost} runs lost every holder of the certification state for good (no node \
          had a usable checkpoint; safety judged, not convergence)",
         started.elapsed().as_secs_f64()

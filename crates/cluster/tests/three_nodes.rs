@@ -10,7 +10,10 @@ mod common;
 
 use common::session::{Session, DEADLOCK};
 use common::workload::{assert_bank_consistent, create_bank, load_duration, Load};
-use common::{assert_same_data, last_committed, sql, status_var, wait_for_status, wait_until_converged, TestCluster};
+use common::{
+    assert_same_data, last_committed, sql, status_var, table_fingerprints, wait_for_status, wait_until_converged,
+    TestCluster,
+};
 use lockstep_cluster::Node;
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
@@ -138,6 +141,55 @@ fn restarted_node_gets_its_gap_by_incremental_transfer_on_ist_recv_addr() {
         let donor_log = nodes[1].error_log_text().unwrap();
         let sent_to = format!("state transfer stream to 127.0.0.1:{} sent", nodes[2].config.ports.ist());
         assert!(donor_log.contains(&sent_to), "node2 did not send to node3's ist.recv_addr");
+    }
+}
+
+/// Node 3 stops; while it is away 100 rows of 1 MB are written. Node 3 restarts asking node 2
+/// first (`wsrep_sst_donor = node2,`), and node 2 is killed as soon as it starts donating (its
+/// stream of the gap under way). Node 3 asks again, node 1 donates, and node 3 ends Synced
+/// with every row and the same data, without a restart (docs/design/donor-left-mid-transfer.md;
+/// Galera aborts node 3 here).
+#[test]
+fn a_donor_killed_mid_transfer_is_replaced_and_the_joiner_ends_synced() {
+    const ROWS: u64 = 100;
+    let _serial = one_at_a_time();
+    let mut test = TestCluster::create("donorkill", 3, "");
+    let node3_config = test.cluster.nodes[2].config_file();
+    let config = std::fs::read_to_string(&node3_config).unwrap();
+    let config = config.replacen("[mariadbd]\n", "[mariadbd]\nwsrep_sst_donor = node2,\n", 1);
+    std::fs::write(&node3_config, config).unwrap();
+    test.cluster.start().unwrap();
+    let nodes = &mut test.cluster.nodes;
+    sql(&nodes[0], "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, filler LONGTEXT NOT NULL)");
+    nodes[2].stop().unwrap();
+    for id in 0..ROWS {
+        sql(&nodes[0], &format!("INSERT INTO d.t VALUES ({id}, REPEAT('x', 1000000))"));
+    }
+    let donations = |node: &Node| node.error_log_text().unwrap().matches("donating state").count();
+    let donated_before = donations(&nodes[1]);
+    nodes[2].launch(false, None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while donations(&nodes[1]) == donated_before {
+        assert!(Instant::now() < deadline, "node2 did not start donating to node3 within 120 s");
+        thread::sleep(Duration::from_millis(20));
+    }
+    nodes[1].kill().unwrap();
+    let killed_at = Instant::now();
+    nodes[2].wait_ready().unwrap();
+    for node in [&nodes[0], &nodes[2]] {
+        let synced = [("wsrep_cluster_size", "2"), ("wsrep_local_state_comment", "Synced")];
+        wait_for_status(node, &synced, Duration::from_secs(120));
+    }
+    println!("node3 Synced {:.1} s after node2 was killed", killed_at.elapsed().as_secs_f64());
+    let read = "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*), SUM(LENGTH(filler)) FROM d.t";
+    assert_eq!(sql(&nodes[2], read).trim(), format!("{ROWS}\t{}", ROWS * 1_000_000));
+    assert_eq!(last_committed(&nodes[2]), last_committed(&nodes[0]));
+    assert_eq!(table_fingerprints(&nodes[2], "d"), table_fingerprints(&nodes[0], "d"));
+    if status_var(&nodes[2], "wsrep_provider_name") == "Lockstep" {
+        let log = nodes[2].error_log_text().unwrap();
+        let replaced: Vec<&str> = log.lines().filter(|l| l.contains("left the group before")).collect();
+        println!("{}", replaced.join("\n"));
+        assert!(!replaced.is_empty(), "node3 never asked another donor (node2 finished first?):\n{log}");
     }
 }
 

@@ -88,6 +88,12 @@ pub struct Donation {
 }
 
 impl Donation {
+    /// The joiner's server holds its state already (its first donor left before the stream
+    /// was in): only the stream is wanted, no script runs.
+    pub fn stream_only(&self) -> bool {
+        self.request.is_empty()
+    }
+
     /// Whether the server only confirms the joiner's position (`bypass`: the script runs in
     /// bypass mode, no snapshot): when the gap travels with the group's verdicts (`gap_sent`),
     /// or when the joiner holds that order with the group's verdicts already. Not otherwise: a
@@ -96,6 +102,25 @@ impl Donation {
     pub fn position_only(&self, gap_sent: bool) -> bool {
         gap_sent || self.joiner_own_order
     }
+}
+
+/// How often a joiner whose donor left asks again for the stream, while no member can
+/// donate (as the server's handshake asks again after "no donor").
+const ASK_AGAIN_MS: u64 = 1000;
+/// A joiner whose server took its state while no request of ours waits at its point in the
+/// order asks for the stream alone after this long: a request of ours may still be on its
+/// way through the order (the donor's script can end before the joiner reads the request).
+const REQUEST_LAG_MS: u64 = 5000;
+/// How long it asks before it gives up (the runtime's wait for a donor's connection once a
+/// request is ordered is as long).
+pub const DONOR_SEARCH_MS: u64 = 300_000;
+
+/// A joiner whose donor left: since when it asks for the stream alone, and when it asks
+/// next (never while the server's handshake asks with the server's own request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DonorSearch {
+    pub since_ms: u64,
+    pub next_ms: u64,
 }
 
 /// A donation this node's server runs: the state it donates, and the request it serves.
@@ -615,18 +640,39 @@ impl<W: Clone + PartialEq> Core<W> {
             }
             self.set_phase(Phase::Joined);
             log::info!("state confirmed at {position}; catching up with the group");
-            return Ok(position);
+            self.expect_stream();
+            self.snapshot_reaches_stream();
+            return if self.failed { Err(Status::Fatal) } else { Ok(position) };
         }
         // A snapshot: newer than anything we held, it replaces our data and what we queued
         // up to it.
-        self.connection.as_mut().expect("current").has_state = true;
+        let c = self.connection.as_mut().expect("current");
+        c.has_state = true;
+        c.snapshot_at = Some(position.seqno);
         self.position = position;
         self.restart_windows(position.seqno);
         self.save_state(Gtid::new(position.uuid, SEQNO_UNDEFINED));
         self.set_phase(Phase::Joined);
         self.announce_synced();
         log::info!("state transfer complete at {position}; catching up with the group");
+        self.expect_stream();
+        self.snapshot_reaches_stream();
+        if self.failed {
+            return Err(Status::Fatal);
+        }
         Ok(position)
+    }
+
+    /// The server took its state after a donor left, but no request of ours waits at its
+    /// point in the order for the donor's stream (the request asked again was lost, and the
+    /// script of the donor that left ended after all): unless a request of ours is ordered
+    /// first, the stream is asked for alone (see [`Core::ask_again_due`]).
+    fn expect_stream(&mut self) {
+        let now_ms = self.clock_ms;
+        let Some(c) = self.connection.as_mut().filter(|c| c.catch_up == CatchUp::Waiting) else { return };
+        if let Some(search) = c.donor_search.as_mut() {
+            *search = DonorSearch { since_ms: now_ms, next_ms: now_ms + REQUEST_LAG_MS };
+        }
     }
 
     /// The server asked for no transfer (a running server reconnecting): our own state must
@@ -775,13 +821,126 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.index_from_group = true;
         let digest = self.certification.digest();
         self.observed(|| super::Observation::IndexInstalled { at, digest });
+        let c = self.connection.as_mut().expect("current");
+        c.donor_search = None;
+        if !own_verdicts && from.is_none() {
+            c.index_only_at = Some(at);
+        }
         self.set_catch_up(CatchUp::Done);
         self.release_held_delivery();
         match from {
             Some(from) => log::info!("incremental state transfer received: seqnos {from}..={at} ({count} events)"),
             None => log::info!("certification state received at seqno {at}; the data comes by snapshot"),
         }
+        self.snapshot_reaches_stream();
         Ok(())
+    }
+
+    /// A donor's certification state that came with no gap, for a joiner that does not keep
+    /// its own verdicts, needs the server's snapshot at or past its point: the writesets
+    /// between would be certified by this node alone. A donor's snapshot is taken once
+    /// everything up to the request is committed, so only a stream asked again after its
+    /// donor left can miss it (a late snapshot of the donor that left, or a stream alone that
+    /// could not carry the gap): the node stops. Judged once the server's handshake is done.
+    fn snapshot_reaches_stream(&mut self) {
+        let Some(c) = self.connection.as_ref().filter(|_| self.phase.app_ready()) else { return };
+        let Some(at) = c.index_only_at else { return };
+        if c.snapshot_at.is_some_and(|snapshot| snapshot >= at) {
+            return;
+        }
+        let snapshot = c.snapshot_at.map_or("none".to_string(), |s| format!("seqno {s}"));
+        self.fail(&format!(
+            "the donor's certification state at seqno {at} came without the writesets before it, and the \
+             server's snapshot ({snapshot}) does not reach it (the donor chosen first left the group)"
+        ));
+    }
+
+    /// The donor chosen for our request left the group before its stream was in or before
+    /// its script ended: it will never send them, and another member is asked. While the
+    /// server's script still waits (the handshake is not done), the handshake asks again with
+    /// the server's own request (the same SST address); once the server holds its state, the
+    /// core asks for the stream alone (docs/design/donor-left-mid-transfer.md).
+    pub(super) fn donor_left(&mut self, generation: u64, donor: MemberId, now_ms: u64) {
+        let c = self.connection.as_mut().expect("current");
+        let name = c.view.members.iter().find(|m| m.id == donor).map_or("?", |m| m.name.as_str()).to_string();
+        c.donor = None;
+        let handshake = match self.phase {
+            Phase::Joining(Handshake::Requested | Handshake::NoDonor) => true,
+            Phase::Joining(Handshake::Received { .. }) | Phase::Joined => false,
+            _ => {
+                self.fail_stream(generation, &format!("the donor {name} chosen for our request left the group"));
+                return;
+            }
+        };
+        let search = c.donor_search.get_or_insert(DonorSearch { since_ms: now_ms, next_ms: u64::MAX });
+        if !handshake {
+            search.next_ms = now_ms;
+        }
+        let stream = matches!(c.catch_up, CatchUp::AtRequest(_));
+        log::info!(
+            "the donor {name} chosen for our state request left the group before {}: asking another member{}",
+            match (stream, handshake) {
+                (true, true) => "its stream and its state transfer were in",
+                (true, false) => "its stream was in",
+                _ => "its state transfer was in",
+            },
+            if handshake { " with the server's state transfer request" } else { " for the stream alone" }
+        );
+        if stream {
+            if !handshake {
+                // What this node reads until the next donor's stream comes is certified with
+                // its own state, then replaced by the stream: a writeset of ours among it is
+                // applied from there, its client told the outcome is unknown.
+                self.fail_in_flight(Status::ConnFail);
+            }
+            self.set_catch_up(CatchUp::Waiting);
+            // What follows the request is read on, until our next request.
+            self.release_held_delivery();
+        }
+        if self.phase == Phase::Joining(Handshake::Requested) {
+            self.set_phase(Phase::Joining(Handshake::NoDonor));
+        }
+        self.ask_again_due(now_ms);
+    }
+
+    /// Asks for the donor's stream again (see [`Core::donor_left`]) when due: a request with
+    /// no SST request of the server's, from the position the server holds. Gives up after
+    /// `DONOR_SEARCH_MS`.
+    pub(super) fn ask_again_due(&mut self, now_ms: u64) {
+        let generation = self.generation;
+        let Some(c) = self.connection.as_mut() else { return };
+        let Some(search) = c.donor_search.filter(|s| now_ms >= s.next_ms && c.catch_up == CatchUp::Waiting) else {
+            return;
+        };
+        if now_ms >= search.since_ms + DONOR_SEARCH_MS {
+            c.donor_search = None;
+            let secs = DONOR_SEARCH_MS / 1000;
+            self.fail_stream(
+                generation,
+                &format!("no member sent the state transfer stream within {secs} s after our donor left"),
+            );
+            return;
+        }
+        c.donor_search = Some(DonorSearch { next_ms: now_ms + ASK_AGAIN_MS, ..search });
+        // Random ids are the runtime's; the next of ours is as unlikely to match an old one.
+        c.request_id = c.request_id.wrapping_add(2);
+        let (id, ist_addr, donors) = (c.request_id, c.ist_addr.clone(), c.donors.clone());
+        let position = match self.phase {
+            Phase::Joining(Handshake::Received { position, .. }) => position,
+            _ => self.last_committed(),
+        };
+        let own_order = self.can_catch_up_alone();
+        log::info!("requesting the state transfer stream again from position {position}");
+        let request = Control::StateRequest {
+            sst_request: Vec::new(),
+            position,
+            donors,
+            has_state: true,
+            ist_addr,
+            id,
+            own_order,
+        };
+        self.effects.send.push((request, 0));
     }
 
     /// The donor's stream failed: this node cannot continue.
@@ -955,5 +1114,13 @@ impl<W: Clone + PartialEq> Core<W> {
         if ours && waiting {
             self.set_phase(Phase::Joining(Handshake::Failed { rcode }));
         }
+    }
+
+    /// A request for the stream alone (see [`Donation::stream_only`]) was served: no script
+    /// ran, and this member is back in the synced set. A stream without the gap the joiner
+    /// needs (only a snapshot would do) is refused by the joiner, which then stops
+    /// (`Core::snapshot_reaches_stream`).
+    pub fn donated_stream_only(&mut self) {
+        self.announce_synced();
     }
 }

@@ -40,6 +40,27 @@ fn test_member(id: MemberId) -> lockstep_group::MemberInfo {
     }
 }
 
+/// The group's status as member `id` sees it: `primary` or not, with the members of `view`
+/// (each its `test_member`), as the core's tests feed `on_group_status`.
+#[cfg(test)]
+fn test_status(id: MemberId, primary: bool, view: &[MemberId]) -> lockstep_group::Status {
+    lockstep_group::Status {
+        id,
+        primary,
+        leader: view.iter().copied().find(|m| *m != id),
+        term: 1,
+        view: lockstep_group::View { view_id: 1, members: view.iter().map(|m| test_member(*m)).collect() },
+        history: [7; 16],
+        last_seqno: 0,
+        cached_from: 1,
+        recv_queue: 0,
+        senders_paused: false,
+        left: false,
+        failed: None,
+        weights_settled: true,
+    }
+}
+
 pub use apply::{member_uuid, Donation, Event, HandshakeStep, RequestStart, Task, Transferred, Turn};
 pub use control::Opening;
 pub use flow::FlowSettings;
@@ -176,8 +197,17 @@ pub struct Connection {
     pub leader: Option<MemberId>,
     /// The first seqno the group's cache here holds, as last reported (none when empty).
     pub cached: Option<Seqno>,
-    /// The donor chosen for our state request, once it is ordered.
-    pub donor: Option<MemberId>,
+    /// The donor chosen for our state request, once it is ordered, with its incarnation then
+    /// (a donor that restarted lost the transfer, as one that left).
+    pub donor: Option<(MemberId, u64)>,
+    /// A donor of ours left before its stream was in: once the server holds its state and no
+    /// request of ours waits for a stream, the core asks for the stream alone until one is in.
+    pub donor_search: Option<apply::DonorSearch>,
+    /// A donor's certification state installed with no gap, for the order after this seqno:
+    /// the server's snapshot must reach it (see `Core::snapshot_reaches_stream`).
+    pub index_only_at: Option<Seqno>,
+    /// The server's snapshot, installed at this seqno.
+    pub snapshot_at: Option<Seqno>,
     /// Donations this node's server is running, oldest first: a failed one is reported for
     /// its joiner.
     pub donations: Vec<apply::Donating>,
@@ -555,11 +585,15 @@ impl<W: Clone + PartialEq> Core<W> {
         self.connection.as_ref().is_some_and(|c| c.has_state)
     }
 
-    /// In a primary component, holding the group's state, and not leaving.
+    /// In a primary component, holding the group's state (its certification state too: a
+    /// joiner whose donor left certifies what it reads with its own until another donor's
+    /// stream is in), and not leaving.
     pub fn can_replicate(&self) -> bool {
         !self.failed
             && matches!(self.phase, Phase::Joined | Phase::Synced)
-            && self.connection.as_ref().is_some_and(|c| c.component == Component::Primary && c.has_state)
+            && self.connection.as_ref().is_some_and(|c| {
+                c.component == Component::Primary && c.has_state && c.catch_up != phase::CatchUp::Waiting
+            })
     }
 
     pub fn is_failed(&self) -> bool {

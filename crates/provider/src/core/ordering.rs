@@ -174,16 +174,22 @@ impl<W: Clone + PartialEq> Core<W> {
         let c = self.connection.as_mut().expect("current");
         c.leader = status.leader;
         c.cached = (status.cached_from <= status.last_seqno).then_some(status.cached_from as Seqno);
-        // Delivery stops at our request until the donor's stream is in: a donor that left the
-        // group (crashed) will never send it.
-        if let (CatchUp::AtRequest(at), Some(donor)) = (c.catch_up, c.donor) {
-            if primary && !status.view.contains(donor) {
-                self.fail_stream(generation, &format!("the donor chosen for our request at seqno {at} left the group"));
-                return;
-            }
+        // Delivery stops at our request until the donor's stream is in, and the server's
+        // handshake waits for the donor's script: a donor that left the group (crashed) will
+        // never send them, so another is asked.
+        let handshake_waits = self.phase == Phase::Joining(super::phase::Handshake::Requested);
+        let waits = matches!(c.catch_up, CatchUp::AtRequest(_)) || handshake_waits;
+        let donor_gone = |(id, incarnation): (MemberId, u64)| {
+            !status.view.members.iter().any(|m| m.id == id && m.incarnation == incarnation)
+        };
+        if let Some((donor, _)) = c.donor.filter(|donor| waits && primary && donor_gone(*donor)) {
+            self.donor_left(generation, donor, now_ms);
         }
         self.track_primary(primary);
         self.restart_choice_due(now_ms);
+        if primary {
+            self.ask_again_due(now_ms);
+        }
         if primary && std::mem::take(&mut self.ordering.announce_synced_again) {
             self.announce_synced();
         }
@@ -670,7 +676,8 @@ impl<W: Clone + PartialEq> Core<W> {
             Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id, own_order } => {
                 let Some(c) = self.connection.as_ref() else { return };
                 let ours = origin == me && id == c.request_id;
-                let donor = choose_donor(&c.view.members, &self.ordering.synced, origin, &donors);
+                let able = self.ordering.synced.iter().filter(|id| !self.failure_vote_open(**id)).copied().collect();
+                let donor = choose_donor(&c.view.members, &able, origin, &donors);
                 let joiner_name = c.view.members.iter().find(|m| m.id == origin).map_or("?", |m| m.name.as_str());
                 let Some(donor) = donor else {
                     if live {
@@ -694,9 +701,13 @@ impl<W: Clone + PartialEq> Core<W> {
                      selected {donor_name} as donor",
                     if donors.is_empty() { "*any*" } else { donors.as_str() }
                 );
-                if ours && c.catch_up == CatchUp::Waiting {
-                    self.connection.as_mut().expect("checked").donor = Some(donor);
-                    self.set_catch_up(CatchUp::AtRequest(after));
+                if ours {
+                    let c = self.connection.as_mut().expect("checked");
+                    let incarnation = c.view.members.iter().find(|m| m.id == donor).map_or(0, |m| m.incarnation);
+                    c.donor = Some((donor, incarnation));
+                    if c.catch_up == CatchUp::Waiting {
+                        self.set_catch_up(CatchUp::AtRequest(after));
+                    }
                 }
                 if donor == me {
                     let donation =

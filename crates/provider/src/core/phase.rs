@@ -42,7 +42,8 @@ pub enum Handshake {
 /// what the joiner would otherwise certify itself. See `ist.rs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CatchUp {
-    /// Listening; our request is not ordered yet (or found no donor).
+    /// Listening; our request is not ordered yet (or found no donor, or its donor left the
+    /// group before its stream was in: another is asked).
     Waiting,
     /// Our request was ordered after this seqno: delivery stops there until the stream is in.
     AtRequest(Seqno),
@@ -60,7 +61,8 @@ impl CatchUp {
 
     pub fn to(&mut self, next: CatchUp) {
         use CatchUp::*;
-        let allowed = matches!((*self, next), (Waiting, AtRequest(_) | Done | Failed) | (AtRequest(_), Done | Failed));
+        let allowed =
+            matches!((*self, next), (Waiting, AtRequest(_) | Done | Failed) | (AtRequest(_), Waiting | Done | Failed));
         assert!(allowed, "catch-up transition {self:?} -> {next:?} is not allowed");
         *self = next;
     }

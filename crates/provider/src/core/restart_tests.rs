@@ -13,21 +13,7 @@ fn view(view_id: u64, members: &[MemberId]) -> Payload {
 }
 
 fn status(primary: bool) -> lockstep_group::Status {
-    lockstep_group::Status {
-        id: ME,
-        primary,
-        leader: Some(OTHER),
-        term: 1,
-        view: GroupView { view_id: 1, members: vec![test_member(ME), test_member(OTHER)] },
-        history: HISTORY.0,
-        last_seqno: 0,
-        cached_from: 1,
-        recv_queue: 0,
-        senders_paused: false,
-        left: false,
-        failed: None,
-        weights_settled: true,
-    }
+    test_status(ME, primary, &[ME, OTHER])
 }
 
 /// A node restarted at seqno 3 of a history whose log it holds from the group's first view:

@@ -1,6 +1,8 @@
 //! A state transfer that fails: the donor reports it through the order, every member hears
 //! of it, and the joiner that waits for that request ends its handshake for good (the runtime
-//! then ends the process, as Galera does).
+//! then ends the process, as Galera does). A donor that leaves the group mid-transfer is
+//! replaced instead (docs/design/donor-left-mid-transfer.md).
+use super::apply::DONOR_SEARCH_MS;
 use super::phase::{CatchUp, Handshake, Phase};
 use super::*;
 use crate::ist::Preload;
@@ -11,6 +13,7 @@ use lockstep_group::View;
 const HISTORY: Uuid = Uuid([7; 16]);
 const DONOR: MemberId = MemberId(1);
 const JOINER: MemberId = MemberId(2);
+const OTHER: MemberId = MemberId(3);
 const REQUEST: u64 = 77;
 const APPLIER: u32 = 1000;
 
@@ -63,13 +66,17 @@ fn open(core: &mut Core<u32>, me: MemberId, bootstrap: bool) -> u64 {
     })
 }
 
-/// A joiner whose request (id `REQUEST`) was ordered with member 1 as its donor, and whose
-/// donor stream is in (so it takes the deliveries after its request), its applier waiting
-/// in the handshake.
+/// A joiner whose request (id `REQUEST`) was ordered after seqno 2 with member 1 as its
+/// donor, its applier waiting in the handshake.
 fn waiting_joiner() -> (Core<u32>, u64) {
+    waiting_joiner_among(&[DONOR, JOINER])
+}
+
+/// The same, in a view of `members` (member 1, the first of the others, is chosen).
+fn waiting_joiner_among(members: &[MemberId]) -> (Core<u32>, u64) {
     let mut core = Core::new(settings(), Gtid::UNDEFINED, true);
     let generation = open(&mut core, JOINER, false);
-    assert!(core.on_delivered(generation, 2, view(2, &[DONOR, JOINER]), live()));
+    assert!(core.on_delivered(generation, 2, view(2, members), live()));
     assert!(matches!(core.next_task(generation, &APPLIER), Some(Task::Run(Event::View { .. }))));
     assert!(matches!(core.begin_state_request(generation, REQUEST), RequestStart::Send { .. }));
     core.on_delivered(generation, 2, control(JOINER, request(REQUEST)), live());
@@ -79,8 +86,12 @@ fn waiting_joiner() -> (Core<u32>, u64) {
 }
 
 fn install_donor_stream(core: &mut Core<u32>, generation: u64) {
-    let preload = Preload { index: CertificationIndex::new(2), cuts: vec![], synced: vec![DONOR], barrier: 2 };
-    core.install_stream(generation, 2, None, vec![], preload).unwrap();
+    core.install_stream(generation, 2, None, vec![], preload(2)).unwrap();
+}
+
+/// A donor's certification state after seqno `at`.
+fn preload(at: Seqno) -> Preload {
+    Preload { index: CertificationIndex::new(at), cuts: vec![], synced: vec![DONOR], barrier: at }
 }
 
 #[test]
@@ -195,5 +206,133 @@ fn with_two_donations_under_way_only_a_failure_that_names_its_donation_is_report
     core.donation_ended(state_id, 0);
     assert_eq!(sent(&mut core), [SYNCED]);
     assert!(core.connection().unwrap().donations.is_empty());
+    assert_eq!(core.desync_count, 0);
+}
+
+/// What the joiner sees of the group once member 1 has left it (or restarted).
+fn donor_gone() -> lockstep_group::Status {
+    test_status(JOINER, true, &[JOINER, OTHER])
+}
+
+/// The state requests among the effects.
+fn requests(core: &mut Core<u32>) -> Vec<Control> {
+    let sent = core.take_effects().send.into_iter().map(|(c, _)| c);
+    sent.filter(|c| matches!(c, Control::StateRequest { .. })).collect()
+}
+
+#[test]
+fn a_donor_that_leaves_while_the_servers_script_waits_is_replaced_through_the_handshake() {
+    let (mut core, generation) = waiting_joiner_among(&[DONOR, JOINER, OTHER]);
+    assert!(!core.on_delivered(generation, 3, view(3, &[JOINER, OTHER]), live()), "held at the request");
+    core.take_effects();
+    core.on_group_status(generation, &test_status(JOINER, true, &[DONOR, JOINER, OTHER]), 500);
+    assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(2)), "the donor is still there");
+
+    core.on_group_status(generation, &donor_gone(), 1_000);
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Waiting));
+    assert_eq!(core.phase(), Phase::Joining(Handshake::NoDonor));
+    let effects = core.take_effects();
+    assert!(effects.resume_deliveries, "what follows the request is read on");
+    assert!(effects.wake.contains(&APPLIER), "the handshake's applier is woken");
+    assert!(effects.send.iter().all(|(c, _)| !matches!(c, Control::StateRequest { .. })), "the handshake asks");
+    assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::NoDonor));
+
+    // The handshake asks again with the server's request: its script still listens.
+    assert!(matches!(core.begin_state_request(generation, REQUEST + 2), RequestStart::Send { .. }));
+    core.on_delivered(generation, 3, control(JOINER, request(REQUEST + 2)), live());
+    assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(3)));
+    assert_eq!(core.connection().unwrap().donor, Some((OTHER, 1)), "the other member donates");
+    core.install_stream(generation, 3, None, vec![], preload(3)).unwrap();
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 3), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 3)));
+    assert!(core.can_replicate());
+}
+
+#[test]
+fn a_donor_that_restarted_lost_the_transfer_as_one_that_left() {
+    let (mut core, generation) = waiting_joiner_among(&[DONOR, JOINER, OTHER]);
+    let mut restarted = test_status(JOINER, true, &[DONOR, JOINER, OTHER]);
+    restarted.view.members[0].incarnation = 2;
+    core.on_group_status(generation, &restarted, 1_000);
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Waiting));
+    assert_eq!(core.phase(), Phase::Joining(Handshake::NoDonor));
+}
+
+#[test]
+fn once_the_server_took_its_state_the_stream_alone_is_asked_again() {
+    let (mut core, generation) = waiting_joiner_among(&[DONOR, JOINER, OTHER]);
+    // The donor's script ended, its stream had not: the server runs on its snapshot.
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 2), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 2)));
+    core.take_effects();
+
+    core.on_group_status(generation, &donor_gone(), 1_000);
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Waiting));
+    let stream_only = |id| Control::StateRequest {
+        sst_request: Vec::new(),
+        position: Gtid::new(HISTORY, 2),
+        donors: String::new(),
+        has_state: true,
+        ist_addr: "127.0.0.1:4568".into(),
+        id,
+        own_order: false,
+    };
+    assert_eq!(requests(&mut core), [stream_only(REQUEST + 2)]);
+    assert!(!core.can_replicate(), "what it reads now is certified with its own state");
+
+    core.on_delivered(generation, 3, view(3, &[JOINER, OTHER]), live());
+    core.on_delivered(generation, 3, control(JOINER, stream_only(REQUEST + 2)), live());
+    assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(3)));
+    core.on_group_status(generation, &donor_gone(), 5_000);
+    assert_eq!(requests(&mut core), [], "ordered: no more asking");
+    // The gap after the server's snapshot comes with the group's verdicts.
+    let gap = vec![Transferred::Skipped { seqno: 3 }];
+    core.install_stream(generation, 3, Some(3), gap, preload(3)).unwrap();
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Done));
+    assert!(core.can_replicate());
+    assert!(!core.is_failed());
+}
+
+/// A joiner whose server took a snapshot at seqno 2 from member 1, which left at 1 000 ms
+/// before its stream was in.
+fn snapshot_without_stream() -> (Core<u32>, u64) {
+    let (mut core, generation) = waiting_joiner_among(&[DONOR, JOINER, OTHER]);
+    core.sst_received(Gtid::new(HISTORY, 2), 0);
+    core.install_transfer(generation).unwrap();
+    core.on_group_status(generation, &donor_gone(), 1_000);
+    (core, generation)
+}
+
+#[test]
+fn the_stream_alone_is_asked_every_second_until_a_bound() {
+    let (mut core, generation) = snapshot_without_stream();
+    assert_eq!(requests(&mut core).len(), 1);
+    core.on_group_status(generation, &donor_gone(), 1_999);
+    assert_eq!(requests(&mut core).len(), 0);
+    core.on_group_status(generation, &donor_gone(), 2_000);
+    assert!(matches!(requests(&mut core)[..], [Control::StateRequest { id, .. }] if id == REQUEST + 4));
+    core.on_group_status(generation, &donor_gone(), 1_000 + DONOR_SEARCH_MS);
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Failed));
+    assert!(matches!(core.next_task(generation, &APPLIER), Some(Task::Exit(Status::Fatal))));
+}
+
+#[test]
+fn a_stream_that_cannot_reach_the_servers_snapshot_stops_the_joiner() {
+    let (mut core, generation) = snapshot_without_stream();
+    core.on_delivered(generation, 3, view(3, &[JOINER, OTHER]), live());
+    let again = requests(&mut core).pop().expect("asked again");
+    core.on_delivered(generation, 3, control(JOINER, again), live());
+    // The new donor's cache does not hold seqno 3: its certification state comes alone.
+    core.install_stream(generation, 3, None, vec![], preload(3)).unwrap();
+    assert!(core.is_failed(), "seqno 3 would be certified by this node alone");
+}
+
+#[test]
+fn a_donor_asked_for_the_stream_alone_runs_no_script() {
+    let (mut core, donation) = donating();
+    let stream_only = Donation { request: Vec::new(), ..donation };
+    assert!(stream_only.stream_only());
+    core.donated_stream_only();
+    assert_eq!(sent(&mut core), [SYNCED], "back among the donors");
     assert_eq!(core.desync_count, 0);
 }

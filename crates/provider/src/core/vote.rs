@@ -147,6 +147,14 @@ impl<W: Clone + PartialEq> Core<W> {
         self.tally(seqno);
     }
 
+    /// `member` voted a failure of its own on a seqno still undecided: it waits for the
+    /// others' votes before it applies anything after it, so it can donate nothing (a joiner
+    /// that waited for it could never vote: found by the simulator, a joiner whose donor left
+    /// asked again and got the member whose vote waited for that joiner).
+    pub(super) fn failure_vote_open(&self, member: MemberId) -> bool {
+        self.ballots.values().any(|b| b.decided.is_none() && b.cast.get(&member).is_some_and(|o| *o != SUCCESS))
+    }
+
     /// Votes we owe: our failure, and our outcome on every open ballot whose seqno we
     /// finished. Tagged: one that is not ordered comes back (`vote_lost_in_transit`) and is
     /// cast again, or a vote could wait forever.

@@ -290,6 +290,19 @@ impl Provider {
             return Ok(());
         }
         let bypass = self.send_transfer(generation, d);
+        if d.stream_only() {
+            // The joiner's server took its state from a donor that left: no script runs.
+            if !bypass {
+                // Only a snapshot would do: the joiner refuses the stream and stops.
+                log::warn!(
+                    "state transfer stream to {}: the writesets after its position {} are not here",
+                    d.ist_addr,
+                    d.position
+                );
+            }
+            self.with_core(|core| core.donated_stream_only());
+            return Ok(());
+        }
         let state_id = self.with_core(|core| core.donation_started(d, bypass));
         log::info!("donating state {state_id} to a joiner{}", if bypass { " (position only)" } else { "" });
         if let Err(e) = self.app.sst_donate(ctx, &d.request, state_id, bypass) {

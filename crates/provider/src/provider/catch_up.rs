@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 /// How long a joiner waits for the donor's connection once its request is ordered.
 const DONOR_CONNECT_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a joiner whose stream broke waits for the group to drop its donor (then the core
+/// asks another member) before it gives up: a crashed donor breaks the connection at once,
+/// the group drops it after `evs.suspect_timeout` (5 s, 10 s in mtr) and an election.
+const BROKEN_STREAM_GRACE: Duration = Duration::from_secs(60);
 
 /// What became of one donor connection.
 enum Taken {
@@ -26,12 +30,29 @@ enum Taken {
 impl Provider {
     /// The joiner's receiver thread: takes one donor stream for this connection.
     pub(super) fn receive_transfers(self: Arc<Self>, generation: u64, receiver: ist::Receiver) {
-        let mut waiting_since: Option<Instant> = None;
+        // Since when the current request waits for its donor.
+        let mut waiting_since: Option<(CatchUp, Instant)> = None;
+        // A stream that broke: failed for good unless the core asks another donor in time.
+        let mut broken: Option<(String, Instant)> = None;
         loop {
             let Some(state) = self.lock_core().catch_up(generation) else { return };
             let deadline = match state {
-                CatchUp::Waiting => Instant::now() + Duration::from_secs(1),
-                CatchUp::AtRequest(_) => *waiting_since.get_or_insert_with(Instant::now) + DONOR_CONNECT_TIMEOUT,
+                CatchUp::Waiting => {
+                    broken = None;
+                    Instant::now() + Duration::from_secs(1)
+                }
+                CatchUp::AtRequest(_) => {
+                    let since = match waiting_since {
+                        Some((request, since)) if request == state => since,
+                        _ => {
+                            broken = None;
+                            Instant::now()
+                        }
+                    };
+                    waiting_since = Some((state, since));
+                    let connect = since + DONOR_CONNECT_TIMEOUT;
+                    broken.as_ref().map_or(connect, |(_, at)| connect.min(*at + BROKEN_STREAM_GRACE))
+                }
                 CatchUp::Done | CatchUp::Failed => return,
             };
             let accepted = receiver.accept(deadline, || self.lock_core().catch_up(generation) == Some(state));
@@ -44,18 +65,19 @@ impl Provider {
                         // old requests after its restart): an expected race, so a Note; wait on.
                         Ok(Taken::NotOurs(why)) => log::info!("state transfer from {peer} refused: {why}"),
                         Err(e) => {
-                            self.with_core(|core| {
-                                core.fail_stream(generation, &format!("state transfer from {peer} failed: {e}"))
-                            });
-                            return;
+                            // A Note: if its donor crashed, the group drops it and another is asked.
+                            log::info!("state transfer from {peer} broke: {e}; waiting to see whether its donor left");
+                            broken = Some((format!("state transfer from {peer} failed: {e}"), Instant::now()));
                         }
                     }
                 }
                 Ok(None) if matches!(state, CatchUp::AtRequest(_)) && Instant::now() >= deadline => {
                     let secs = DONOR_CONNECT_TIMEOUT.as_secs();
-                    self.with_core(|core| {
-                        core.fail_stream(generation, &format!("no donor sent the state transfer within {secs} s"))
-                    });
+                    let why = match broken.take() {
+                        Some((why, _)) => why,
+                        None => format!("no donor sent the state transfer within {secs} s"),
+                    };
+                    self.with_core(|core| core.fail_stream(generation, &why));
                     return;
                 }
                 Ok(None) => {}

@@ -26,6 +26,9 @@ pub struct Outcome {
     pub final_seqno: Seqno,
     pub node_crashes: u64,
     pub transfers: u64,
+    /// Transfers (a donor's stream or its script's part) lost because their donor died
+    /// before they arrived: their joiners asked another member.
+    pub transfers_lost_with_donor: u64,
     /// Restarted nodes that could catch up alone and did (no member had stayed up synced).
     pub restarts_alone: u64,
     /// Restarted nodes that could catch up alone but took a transfer from a member that
@@ -62,6 +65,7 @@ pub struct Sim {
     acked_max: Seqno,
     node_crashes: u64,
     transfers_done: u64,
+    transfers_lost_with_donor: u64,
     /// Node -> the group incarnation its core was last started in.
     started: Vec<u64>,
     /// Some node held the group's state, and later none did (until one holds it again).
@@ -118,6 +122,7 @@ impl Sim {
             acked_max: 0,
             node_crashes: 0,
             transfers_done: 0,
+            transfers_lost_with_donor: 0,
             started: vec![0; scenario.members],
             state_held: false,
             state_lost: false,
@@ -179,7 +184,7 @@ impl Sim {
         }
         self.state_held |= held;
         let before = self.transfers.len();
-        transfer::deliver(
+        let lost = transfer::deliver(
             &mut self.transfers,
             &mut self.nodes,
             &mut self.group,
@@ -188,7 +193,8 @@ impl Sim {
             self.trace,
         )
         .map_err(|e| self.violation(e))?;
-        self.transfers_done += before.saturating_sub(self.transfers.len()) as u64;
+        self.transfers_done += (before.saturating_sub(self.transfers.len()) as u64).saturating_sub(lost);
+        self.transfers_lost_with_donor += lost;
         Ok(())
     }
 
@@ -302,6 +308,7 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
         final_seqno: sim.nodes.iter().map(|n| n.db.committed).max().unwrap_or(0),
         node_crashes: sim.node_crashes,
         transfers: sim.transfers_done,
+        transfers_lost_with_donor: sim.transfers_lost_with_donor,
         restarts_alone: sim.nodes.iter().map(|n| n.restarts_alone).sum(),
         restarts_with_transfer: sim.nodes.iter().map(|n| n.restarts_with_transfer).sum(),
         state_lost: sim.state_lost,

@@ -29,6 +29,9 @@ const APPLIER_BASE: Waiter = 1000;
 /// How long a joiner waits for its donor's stream (the runtime: 300 s; simulated runs are
 /// shorter). A donor that restarted in the meantime is still in the view but will never send.
 const DONOR_PATIENCE_MS: u64 = 20_000;
+/// The tag of the handshake's state requests: one the group refuses (this member is out of
+/// the primary component) is sent again after a second, as the runtime does.
+const STATE_REQUEST_TAG: u64 = 1 << 61;
 /// Rows of the simulated table: few, so transactions conflict.
 pub const TABLE: &[u8] = b"t";
 
@@ -157,7 +160,7 @@ pub struct Node {
     /// No new client work (the end of a run).
     pub quiet: bool,
     /// When this node's request was found ordered (its donor's stream is awaited since).
-    at_request_since: Option<u64>,
+    at_request_since: Option<(Seqno, u64)>,
     /// Restarts that could catch up alone: how many did, and how many took a transfer from a
     /// member that stayed up and synced.
     pub restarts_alone: u64,
@@ -323,7 +326,11 @@ impl Node {
         let status = env.group.status(self.id).expect("a running member");
         let history = Uuid(status.history);
         for (tag, error) in env.group.take_failures(self.id) {
-            self.core().on_submit_failed(generation, tag, error);
+            if tag == STATE_REQUEST_TAG {
+                self.resend_state_request(env.now_ms + 1_000);
+            } else {
+                self.core().on_submit_failed(generation, tag, error);
+            }
         }
         for (tag, seqno) in env.group.take_barriers(self.id) {
             self.core().on_read_barrier(generation, tag, seqno as Seqno);
@@ -917,7 +924,7 @@ impl Node {
                         id,
                         own_order,
                     };
-                    env.group.submit_tagged(self.id, request.encode(), 0, true);
+                    env.group.submit_tagged(self.id, request.encode(), STATE_REQUEST_TAG, true);
                     if env.trace {
                         println!(
                             "[{:>6} ms] node {} applier {a} requests state (position {position}, id {id:x})",
@@ -964,6 +971,16 @@ impl Node {
         }
     }
 
+    /// The group refused the handshake's request: it is sent again at `at_ms` (see
+    /// `retry_lost_requests`).
+    fn resend_state_request(&mut self, at_ms: u64) {
+        for applier in &mut self.appliers {
+            if let Applier::Handshake { resend_at_ms, sent: true, .. } = applier {
+                *resend_at_ms = at_ms;
+            }
+        }
+    }
+
     /// Re-polls handshakes whose request was not ordered in time, as the runtime's 30-second
     /// wait for the request's ordering does; and gives up on a donor that sends nothing, as
     /// the runtime's receiver does (there after 300 s).
@@ -972,7 +989,12 @@ impl Node {
         let Some(catch_up) = self.core.as_ref().and_then(|c| c.catch_up(generation)) else { return };
         match catch_up {
             CatchUp::AtRequest(at) => {
-                let since = *self.at_request_since.get_or_insert(now_ms);
+                // Since when this request (a donor that left makes the node ask again) waits.
+                let since = match self.at_request_since {
+                    Some((request, since)) if request == at => since,
+                    _ => now_ms,
+                };
+                self.at_request_since = Some((at, since));
                 if now_ms >= since + DONOR_PATIENCE_MS {
                     let message =
                         format!("no donor sent the state transfer for seqno {at} within {DONOR_PATIENCE_MS} ms");
@@ -981,7 +1003,15 @@ impl Node {
                 return;
             }
             CatchUp::Waiting => self.at_request_since = None,
-            CatchUp::Done | CatchUp::Failed => return,
+            CatchUp::Done => {
+                // The stream is in: the handshake asks again only after its donor left
+                // (`Core::donor_left`), and then its request may be lost as any other.
+                let ordered = self.core.as_ref().and_then(|c| c.connection()).is_some_and(|c| c.donor.is_some());
+                if ordered {
+                    return;
+                }
+            }
+            CatchUp::Failed => return,
         }
         for a in 0..self.appliers.len() {
             if let Applier::Handshake { resend_at_ms, sent: true, .. } = self.appliers[a] {
@@ -1046,6 +1076,11 @@ impl Node {
                 donor_digest: d.preload.index.digest(),
             },
         });
+        if d.stream_only() {
+            // No script: the joiner's server took its state from a donor that left.
+            self.core().donated_stream_only();
+            return;
+        }
         let state_id = self.core().donation_started(&d, bypass);
         let breaks = if self.quiet { None } else { donation_breaks(state_id.uuid, self.index, d.after) };
         if breaks == Some(crate::state_transfer::DONATION_REFUSED) {

@@ -45,7 +45,8 @@ pub struct PendingTransfer {
     pub kind: TransferKind,
 }
 
-/// Delivers the transfers whose time has come; keeps the others.
+/// Delivers the transfers whose time has come; keeps the others. Returns how many were lost
+/// because their donor died first.
 pub fn deliver(
     transfers: &mut Vec<PendingTransfer>,
     nodes: &mut [Node],
@@ -53,11 +54,26 @@ pub fn deliver(
     now_ms: u64,
     checks: &mut Checks,
     trace: bool,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     let mut kept = Vec::new();
+    let mut lost = 0;
     for t in std::mem::take(transfers) {
         if now_ms < t.at_ms {
             kept.push(t);
+            continue;
+        }
+        // A donor that died before its transfer arrived sends nothing more (the joiner's
+        // script keeps listening, as rsync's daemon does; its stream's connection breaks).
+        let donor_lives = nodes[t.donor].incarnation == t.donor_incarnation && nodes[t.donor].core_mut().is_some();
+        if !donor_lives {
+            if trace {
+                println!(
+                    "[{now_ms:>6} ms] node {}'s transfer to node {} is lost: its donor died",
+                    t.donor + 1,
+                    t.to + 1
+                );
+            }
+            lost += 1;
             continue;
         }
         let live = nodes[t.to].incarnation == t.incarnation && nodes[t.to].core_mut().is_some();
@@ -146,7 +162,7 @@ pub fn deliver(
         nodes[t.to].after_call(group);
     }
     transfers.extend(kept);
-    Ok(())
+    Ok(lost)
 }
 
 /// The donor's `sst_sent`.
