@@ -606,6 +606,11 @@ impl<S: LogStore> Member<S> {
                 let known = self.applied.directory.get(&info.id);
                 let wanted = known.is_some_and(|e| e.wants_in && e.info == info);
                 if info.id == from && !wanted && self.may_propose_for(from) {
+                    // Its request is our contact with it: `receive` keeps none for a member
+                    // not yet known, and a voter just added without it would leave a leader
+                    // alone in a view of one without quorum, as if it had lost the primary
+                    // component (a non-primary view, which Galera never shows on a join).
+                    self.last_heard_ms.insert(from, self.now_ms);
                     self.propose(&Op::Join(info));
                 }
             }
@@ -2646,6 +2651,34 @@ mod tests {
             assert!(now < 30_000, "no view of two");
         }
         (leader, follower, now)
+    }
+
+    /// Adding the second voter makes a joint configuration that needs both: the leader must
+    /// count the joiner's request as contact, or its server may see a non-primary view at a
+    /// join (mtr galera_wsrep_notify_cmd_injection counted one notification too many).
+    #[test]
+    fn a_lone_leader_stays_primary_while_a_second_member_joins() {
+        let config = GroupConfig::new("t");
+        let mut leader = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), Genesis::default(), 0);
+        let mut now = 0;
+        for _ in 0..50 {
+            leader.tick(now);
+            leader.flush();
+            while leader.pop_delivered().is_some() {}
+            now += 10;
+        }
+        assert!(leader.status().primary);
+        let mut follower = Member::join(info(2), config, MemoryStore::new(), &[MemberId(1)], now);
+        let mut lost = Vec::new();
+        while !(leader.status().view.members.len() == 2 && follower.status().primary) {
+            step(&mut leader, &mut follower, now);
+            if !leader.status().primary {
+                lost.push((now, leader.raft.latest_membership().clone()));
+            }
+            now += 10;
+            assert!(now < 30_000, "no view of two");
+        }
+        assert!(lost.is_empty(), "{lost:?}");
     }
 
     /// Payloads of the writesets in a message from the leader.
