@@ -164,6 +164,8 @@ pub struct Member<S: LogStore> {
     weight_pending: bool,
     /// Out of the primary component since having been in it (or since a restart).
     lost_primary: bool,
+    /// Restarted, and not yet back in the primary component since.
+    restarted: bool,
     /// Back in the primary component at this view: a new one is asked for until it comes.
     remerge_view: Option<u64>,
     failed: Option<String>,
@@ -219,6 +221,7 @@ impl<S: LogStore> Member<S> {
         member.applied = boundary;
         member.replayed_through = member.store.last_index();
         member.lost_primary = true;
+        member.restarted = true;
         if !consistent {
             member.failed = Some("cache holds entries whose terms do not follow its log".into());
         }
@@ -323,6 +326,7 @@ impl<S: LogStore> Member<S> {
             quorum_lost_ms: None,
             weight_pending: false,
             lost_primary: false,
+            restarted: false,
             remerge_view: None,
             failed: None,
             info,
@@ -606,6 +610,11 @@ impl<S: LogStore> Member<S> {
                 let known = self.applied.directory.get(&info.id);
                 let wanted = known.is_some_and(|e| e.wants_in && e.info == info);
                 if info.id == from && !wanted && self.may_propose_for(from) {
+                    // Its request is our contact with it: `receive` keeps none for a member
+                    // not yet known, and a voter just added without it would leave a leader
+                    // alone in a view of one without quorum, as if it had lost the primary
+                    // component (a non-primary view, which Galera never shows on a join).
+                    self.last_heard_ms.insert(from, self.now_ms);
                     self.propose(&Op::Join(info));
                 }
             }
@@ -1358,8 +1367,15 @@ impl<S: LogStore> Member<S> {
         let replaying = self.applied.position.index < self.replayed_through;
         if primary && self.lost_primary && !replaying {
             self.lost_primary = false;
-            self.remerge_view = Some(self.applied.view.view_id);
-            self.next_join_ms = self.now_ms;
+            // A view that holds this incarnation (new at every start) was made by its join
+            // after the restart: it is the new view already. Another, with the same members, came a few seconds
+            // later and queued behind a mysqldump donation, whose causal reads then waited
+            // for it until they timed out (mtr galera_sst_mysqldump_with_key).
+            let joined = std::mem::take(&mut self.restarted) && self.applied.view.members.contains(&self.info);
+            if !joined {
+                self.remerge_view = Some(self.applied.view.view_id);
+                self.next_join_ms = self.now_ms;
+            }
         }
         if self.remerge_view.is_some_and(|v| v != self.applied.view.view_id) {
             self.remerge_view = None;
@@ -2407,12 +2423,15 @@ mod tests {
         assert_eq!(served, [101, 102, 103]);
         assert_eq!(m.cached_range(50, 200).unwrap_err(), 101);
 
-        // Restarted after seqno 102: its writeset is not delivered again, the messages
-        // ordered after it are; and back in the primary component it gets a new view.
+        // Restarted after seqno 102 (a new incarnation, as every start is): its writeset is
+        // not delivered again, the messages ordered after it are; and back in the primary
+        // component it gets one new view, its join's.
         assert_eq!(Member::known_members(m.store()), [info(1)]);
-        let mut r = Member::restart(info(1), config.clone(), m.into_store(), &[], 0, 102);
+        let restarted = MemberInfo { incarnation: 1, ..info(1) };
+        let mut r = Member::restart(restarted.clone(), config.clone(), m.into_store(), &[], 0, 102);
         let again = run(&mut r, 0, 5_000);
-        assert_eq!(again, [(102, msg(m1)), (102, msg(m2)), (103, ws(w2)), (104, view(2))]);
+        let rejoined = DeliveredKind::View(View { view_id: 2, members: vec![restarted] });
+        assert_eq!(again, [(102, msg(m1)), (102, msg(m2)), (103, ws(w2)), (104, rejoined)]);
         // Replayed from the start, as a member joining later receives the log: it learns
         // the history and is told that seqnos up to the base were never ordered here.
         let mut j = Member::restart(info(1), config, r.into_store(), &[], 0, 0);
@@ -2646,6 +2665,34 @@ mod tests {
             assert!(now < 30_000, "no view of two");
         }
         (leader, follower, now)
+    }
+
+    /// Adding the second voter makes a joint configuration that needs both: the leader must
+    /// count the joiner's request as contact, or its server may see a non-primary view at a
+    /// join (mtr galera_wsrep_notify_cmd_injection counted one notification too many).
+    #[test]
+    fn a_lone_leader_stays_primary_while_a_second_member_joins() {
+        let config = GroupConfig::new("t");
+        let mut leader = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), Genesis::default(), 0);
+        let mut now = 0;
+        for _ in 0..50 {
+            leader.tick(now);
+            leader.flush();
+            while leader.pop_delivered().is_some() {}
+            now += 10;
+        }
+        assert!(leader.status().primary);
+        let mut follower = Member::join(info(2), config, MemoryStore::new(), &[MemberId(1)], now);
+        let mut lost = Vec::new();
+        while !(leader.status().view.members.len() == 2 && follower.status().primary) {
+            step(&mut leader, &mut follower, now);
+            if !leader.status().primary {
+                lost.push((now, leader.raft.latest_membership().clone()));
+            }
+            now += 10;
+            assert!(now < 30_000, "no view of two");
+        }
+        assert!(lost.is_empty(), "{lost:?}");
     }
 
     /// Payloads of the writesets in a message from the leader.

@@ -20,6 +20,10 @@ fn status(primary: bool) -> lockstep_group::Status {
 /// its log replays seqnos 1 to 3 (views), then the group orders a view at seqno 4 while it
 /// takes part (`members`).
 fn restarted(members: &[MemberId]) -> (Core<u32>, u64) {
+    restarted_at(Gtid::new(HISTORY, 3), members)
+}
+
+fn restarted_at(position: Gtid, members: &[MemberId]) -> (Core<u32>, u64) {
     let settings = Settings {
         flow: FlowSettings::default(),
         optimistic_pa: false,
@@ -27,7 +31,7 @@ fn restarted(members: &[MemberId]) -> (Core<u32>, u64) {
         max_writeset_bytes: 1 << 20,
         checkpoint_bytes: 1 << 20,
     };
-    let mut core = Core::new(settings, Gtid::new(HISTORY, 3), false);
+    let mut core = Core::new(settings, position, false);
     let generation = core.open(Opening {
         me: ME,
         member: Uuid([1; 16]),
@@ -119,4 +123,21 @@ fn a_donor_confirms_the_position_of_a_joiner_that_holds_its_order_even_without_t
     assert!(donation(false).position_only(true));
     let elsewhere = core.donation(OTHER, 7, Vec::new(), 4, Gtid::new(Uuid([9; 16]), 3), true, String::new(), true);
     assert!(!elsewhere.position_only(false), "not in our history: a snapshot");
+}
+
+/// A restarted member keeps its id, so the views replayed from its log hold it; its data
+/// gone (a full transfer needed), it must not start the server's handshake at one of them:
+/// its state request could then be ordered before its join (mtr galera_sr_mysqldump_sst).
+#[test]
+fn a_restarted_node_without_state_starts_its_handshake_at_its_first_live_view() {
+    let (core, _) = restarted_at(Gtid::UNDEFINED, &[ME, OTHER]);
+    assert!(!core.has_state());
+    assert_eq!(core.connection().expect("connected").joined_at, Some(4));
+    let firsts: Vec<Seqno> = (core.events.iter())
+        .filter_map(|e| match e {
+            Event::View { view, first_in_connection: true } => Some(view.state_id.seqno),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(firsts, vec![4]);
 }
