@@ -581,6 +581,8 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         self.ordering.delivered = seqno;
         let can_catch_up_alone = self.can_catch_up_alone();
+        // A connection after another in this process: the server kept running.
+        let reconnected = self.generation > 1;
         let c = self.connection.as_mut().expect("checked above");
         // The server's first view is one ordered while this node takes part, as a Galera
         // joiner's is its own join. An older one replayed from its log (a restarted member
@@ -593,10 +595,14 @@ impl<W: Clone + PartialEq> Core<W> {
         if first_in_connection {
             c.joined_at = Some(seqno);
             if can_catch_up_alone && c.restart == Restart::Undecided {
-                // Alone in the view: nobody can have stayed up.
+                // Alone in the view: nobody can have stayed up. A running server that
+                // reconnects runs no script (it asks for no transfer), and must see its first
+                // view at its own position, before the rest of the order: that view is where
+                // it recovers its open streaming transactions, whose later fragments follow
+                // (mtr galera_sr_cc_slave).
                 let others = view.members.iter().any(|m| m.id != me && !m.arbitrator);
                 let stopped_at = self.position.seqno;
-                c.restart = if others {
+                c.restart = if others && !reconnected {
                     Restart::Choosing { joined_at: seqno, stopped_at, until_ms: None }
                 } else {
                     Restart::Alone

@@ -83,6 +83,34 @@ fn a_member_synced_since_before_our_first_live_view_makes_a_restarted_node_ask_f
     }
 }
 
+/// A running server that reconnects (`wsrep_cluster_address` set again) asks for no
+/// transfer: it catches up from its own log at once, its first view at its own position.
+#[test]
+fn a_reconnecting_server_catches_up_alone_though_members_stayed_up() {
+    let (mut core, _) = restarted(&[ME]);
+    assert_eq!(restart(&core), Restart::Alone, "alone in the view");
+    assert!(core.close("reconnecting"));
+    let generation = core.open(Opening {
+        me: ME,
+        member: Uuid([1; 16]),
+        bootstrap_history: None,
+        ist_addr: "127.0.0.1:4568".into(),
+        donors: String::new(),
+        checkpoint: None,
+    });
+    // The group replays the member's log, then orders a view with the other member.
+    let replayed = DeliveryContext { history: HISTORY, replayed: true };
+    for seqno in 1..=4 {
+        core.on_delivered(generation, seqno, view(seqno as u64, &[ME]), replayed);
+    }
+    let live = DeliveryContext { history: HISTORY, replayed: false };
+    core.on_delivered(generation, 5, view(5, &[ME, OTHER]), live);
+    assert_eq!(restart(&core), Restart::Alone);
+    assert_eq!(core.restart_choice(generation, &1), Some(true));
+    // Where it stood when it disconnected (the view at 4 was never applied here).
+    assert_eq!(core.own_log_position(generation), Some(Gtid::new(HISTORY, 3)));
+}
+
 #[test]
 fn announcements_of_members_that_restarted_too_do_not_count_and_the_node_catches_up_alone() {
     let (mut core, generation) = restarted(&[ME, OTHER]);
