@@ -32,14 +32,7 @@ fn restarted_at(position: Gtid, members: &[MemberId]) -> (Core<u32>, u64) {
         checkpoint_bytes: 1 << 20,
     };
     let mut core = Core::new(settings, position, false);
-    let generation = core.open(Opening {
-        me: ME,
-        member: Uuid([1; 16]),
-        bootstrap_history: None,
-        ist_addr: "127.0.0.1:4568".into(),
-        donors: String::new(),
-        checkpoint: None,
-    });
+    let generation = connect(&mut core);
     let replayed = DeliveryContext { history: HISTORY, replayed: true };
     for seqno in 1..=3 {
         core.on_delivered(generation, seqno, view(seqno as u64, &[ME, OTHER]), replayed);
@@ -47,6 +40,17 @@ fn restarted_at(position: Gtid, members: &[MemberId]) -> (Core<u32>, u64) {
     let live = DeliveryContext { history: HISTORY, replayed: false };
     core.on_delivered(generation, 4, view(4, members), live);
     (core, generation)
+}
+
+fn connect(core: &mut Core<u32>) -> u64 {
+    core.open(Opening {
+        me: ME,
+        member: Uuid([1; 16]),
+        bootstrap_history: None,
+        ist_addr: "127.0.0.1:4568".into(),
+        donors: String::new(),
+        checkpoint: None,
+    })
 }
 
 fn synced_from(core: &mut Core<u32>, generation: u64, origin: MemberId, since: Option<Seqno>) {
@@ -90,14 +94,7 @@ fn a_reconnecting_server_catches_up_alone_though_members_stayed_up() {
     let (mut core, _) = restarted(&[ME]);
     assert_eq!(restart(&core), Restart::Alone, "alone in the view");
     assert!(core.close("reconnecting"));
-    let generation = core.open(Opening {
-        me: ME,
-        member: Uuid([1; 16]),
-        bootstrap_history: None,
-        ist_addr: "127.0.0.1:4568".into(),
-        donors: String::new(),
-        checkpoint: None,
-    });
+    let generation = connect(&mut core);
     // The group replays the member's log, then orders a view with the other member.
     let replayed = DeliveryContext { history: HISTORY, replayed: true };
     for seqno in 1..=4 {
