@@ -114,9 +114,10 @@ impl Outbound {
         queue.messages.push_front(message);
     }
 
-    fn pop(&self) -> Option<Message> {
+    /// The first message in line, if `wanted`.
+    fn pop_if(&self, wanted: impl Fn(&Message) -> bool) -> Option<Message> {
         let mut queue = self.queue();
-        let message = queue.messages.pop_front()?;
+        let message = queue.messages.pop_front_if(|m| wanted(m))?;
         queue.bytes -= message.payload_bytes();
         Some(message)
     }
@@ -125,18 +126,7 @@ impl Outbound {
     /// without waiting more than `WRITE_WAIT`. Returns whether anything is left for the writer
     /// thread; an error means the connection is lost.
     fn write_small(&self, stream: &mut BufWriter<Stream>, shared: &Shared) -> io::Result<bool> {
-        loop {
-            let message = {
-                let mut queue = self.queue();
-                match queue.messages.front() {
-                    None => break,
-                    Some(m) if m.payload_bytes() > DIRECT_PAYLOAD_BYTES => return Ok(true),
-                    Some(_) => {}
-                }
-                let message = queue.messages.pop_front().expect("checked above");
-                queue.bytes -= message.payload_bytes();
-                message
-            };
+        while let Some(message) = self.pop_if(|m| m.payload_bytes() <= DIRECT_PAYLOAD_BYTES) {
             let record = encode(&message, shared.compress);
             // Too big to go through the buffer whole: the writer thread takes it.
             if record.len() >= stream.capacity() {
@@ -153,7 +143,8 @@ impl Outbound {
             stream.write_all(&record)?;
         }
         match stream.flush() {
-            Ok(()) => Ok(false),
+            // A big message may be first in line: the writer thread's.
+            Ok(()) => Ok(!self.queue().messages.is_empty()),
             Err(e) if waited(&e) => Ok(true),
             Err(e) => Err(e),
         }
@@ -558,7 +549,7 @@ fn write_loop(to: MemberId, outbound: &Outbound, shared: &Shared) {
                     drop(connection);
                     // Drop what queued meanwhile: Raft resends, and stale votes are noise.
                     thread::sleep(RECONNECT_PAUSE);
-                    while outbound.pop().is_some() {}
+                    while outbound.pop_if(|_| true).is_some() {}
                     continue;
                 }
             }
@@ -566,7 +557,7 @@ fn write_loop(to: MemberId, outbound: &Outbound, shared: &Shared) {
         }
         let stream = connection.as_mut().expect("connected above");
         let mut result = Ok(());
-        while let (Ok(()), Some(message)) = (&result, outbound.pop()) {
+        while let (Ok(()), Some(message)) = (&result, outbound.pop_if(|_| true)) {
             result = write_waiting(stream, &encode(&message, shared.compress), outbound);
         }
         if let Err(e) = result.and_then(|()| flush_waiting(stream, outbound)) {
