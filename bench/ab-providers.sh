@@ -5,8 +5,9 @@
 #
 # Two 3-node clusters (`lockstep cluster up`, TLS on), 4 × 10 000 rows (BENCH_TABLES,
 # BENCH_TABLE_SIZE), wsrep_slave_threads=4;
-# then ROUNDS times, A then B: sysbench `oltp_update_non_index` on node 1 with 1 and 8 clients
-# (10 s each; transactions, average and p95 latency in ms), and 1 000 read-after-writes
+# then ROUNDS times, A then B: sysbench on node 1 with 1 and 8 clients, each workload of
+# BENCH_WORKLOADS (default `oltp_update_non_index`; 10 s each; transactions, average and p95
+# latency in ms), and 1 000 read-after-writes
 # (bench/read-after-write.py: node 1 writes, node 2 reads with and without wsrep_sync_wait).
 # Shorter and rougher than bench/commit-path.sh, which compares with Galera.
 set -uo pipefail
@@ -33,13 +34,13 @@ echo "b: ${library[b]}"
 for ((round = 1; round <= rounds; round++)); do
     for c in a b; do
         socket=$work/$c/node1/mariadbd.sock
-        for clients in 1 8; do
-            result=$(timeout 120 sysbench oltp_update_non_index --db-driver=mysql --mysql-socket="$socket" \
+        for workload in ${BENCH_WORKLOADS:-oltp_update_non_index}; do for clients in 1 8; do
+            result=$(timeout 120 sysbench "$workload" --db-driver=mysql --mysql-socket="$socket" \
                 --mysql-user=root --mysql-db=sbtest --tables="$BENCH_TABLES" --table-size="$BENCH_TABLE_SIZE" \
                 --threads="$clients" --time=10 --percentile=95 run |
                 awk '/transactions:/ {t = $2} /avg:/ {a = $2} /95th/ {p = $3} END {print t " trx, avg " a " ms, p95 " p " ms"}')
-            echo "round $round $c, $clients client(s): $result"
-        done
+            echo "round $round $c, $workload, $clients client(s): $result"
+        done; done
         samples=$work/$c-round$round.samples
         timeout 600 "$python" -B bench/read-after-write.py run "$socket" "$work/$c/node2/mariadbd.sock" 1000 "$samples" >/dev/null
         echo "round $round $c, read-after-write (kind count avg p95 max):" \

@@ -95,6 +95,8 @@ pub struct Member<S: LogStore> {
     pending: BTreeMap<u64, u64>,
     /// Read barriers whose point is known: request -> the log index that must be applied.
     reads: BTreeMap<u64, u64>,
+    /// Read barriers asked of a leader and not answered yet: request -> that leader.
+    asked_reads: BTreeMap<u64, MemberId>,
     /// Forwarded requests not yet ordered, kept to forward again if the member we sent them
     /// to was no longer leading, or held while no leader is known: request number -> them.
     resend: BTreeMap<u64, Forwarded>,
@@ -297,6 +299,7 @@ impl<S: LogStore> Member<S> {
             reorder: Vec::new(),
             assembly: Assembly::default(),
             reads: BTreeMap::new(),
+            asked_reads: BTreeMap::new(),
             completions: Vec::new(),
             paused: false,
             staged: BTreeMap::new(),
@@ -512,9 +515,11 @@ impl<S: LogStore> Member<S> {
             self.pending.remove(&request);
             self.resend.remove(&request);
             self.reads.remove(&request);
+            self.asked_reads.remove(&request);
             self.complete(request, Err(SubmitError::Unknown));
         }
         self.resend_lost_end();
+        self.ask_reads_again();
         if self.raft.role() == Role::Leader {
             self.lead_membership();
             self.hand_over_lead();
@@ -593,7 +598,7 @@ impl<S: LogStore> Member<S> {
                 self.send(from, Body::ReadIndexReply { request, index });
             }
             Body::ReadIndexReply { request, index } => {
-                if self.pending.contains_key(&request) {
+                if self.asked_reads.remove(&request).is_some() && self.pending.contains_key(&request) {
                     match index {
                         Some(index) => {
                             self.reads.insert(request, index);
@@ -913,8 +918,11 @@ impl<S: LogStore> Member<S> {
             let index = self.read_index().ok_or(SubmitError::NoLease)?;
             self.reads.insert(request, index);
         } else {
-            let leader = self.leader.ok_or(SubmitError::NotPrimary)?;
+            // An election or a hand-over of the lead in a primary component: the barrier is
+            // ordered through the log instead, which waits for the next leader as writesets do.
+            let leader = self.leader.ok_or(SubmitError::NoLease)?;
             self.send(leader, Body::ReadIndex { request });
+            self.asked_reads.insert(request, leader);
         }
         self.next_request += 1;
         self.pending.insert(request, self.now_ms + self.config.submission_timeout_ms());
@@ -946,6 +954,21 @@ impl<S: LogStore> Member<S> {
             self.last_heard_ms.iter().filter(|&(_, &t)| now <= t + lease_ms).map(|(&id, _)| id).collect();
         recent.insert(self.info.id);
         self.raft.latest_membership().has_quorum(&recent).then_some(self.raft.last_index())
+    }
+
+    /// Read barriers asked of a member that no longer leads: its answer may never come (it
+    /// stopped, or lost the lead), so they are ordered through the log instead (`NoLease`)
+    /// rather than left to time out.
+    fn ask_reads_again(&mut self) {
+        let leader = self.leader;
+        let orphaned: Vec<u64> =
+            self.asked_reads.iter().filter(|&(_, &asked)| Some(asked) != leader).map(|(&r, _)| r).collect();
+        for request in orphaned {
+            self.asked_reads.remove(&request);
+            if self.pending.remove(&request).is_some() {
+                self.completions.push((request, Err(SubmitError::NoLease)));
+            }
+        }
     }
 
     /// Completes the read barriers whose index this member has applied.
@@ -2589,6 +2612,46 @@ mod tests {
             }
         }
         (crossed, gaps)
+    }
+
+    /// mtr galera ev51914 and MW-329F, once each in the whole galera list: a causal read on a
+    /// synced node of a healthy cluster failed "not in the primary component" during a
+    /// change of leader.
+    #[test]
+    fn a_read_barrier_during_a_change_of_leader_goes_through_the_log_and_is_not_refused() {
+        let (mut members, mut now) = group(&[0, 0, 0]);
+        let asked = members[2].read_barrier().expect("a primary member with a leader");
+        // The question never reaches the leader, which falls silent: members 2 and 3 elect
+        // another.
+        let _lost = members[2].take_outbox();
+        let (mut answer, mut during_election) = (None, None);
+        let start = now;
+        while now < start + 2_000 {
+            let mut wire = Vec::new();
+            for m in members[1..].iter_mut() {
+                m.tick(now);
+                m.flush();
+                while m.pop_delivered().is_some() {}
+                wire.extend(m.take_outbox());
+            }
+            for (to, message) in wire {
+                if to != MemberId(1) {
+                    members[to.0 as usize - 1].receive(message);
+                }
+            }
+            for (request, outcome) in members[2].take_completions() {
+                assert_eq!(request, asked);
+                answer = Some(outcome);
+            }
+            if members[2].status().leader.is_none() && during_election.is_none() {
+                during_election = Some(members[2].read_barrier());
+            }
+            now += 10;
+        }
+        assert_eq!(answer, Some(Err(SubmitError::NoLease)), "the read asked of the silent leader");
+        assert_eq!(during_election, Some(Err(SubmitError::NoLease)), "a read with no leader known");
+        assert_ne!(members[2].status().leader, Some(MemberId(1)));
+        assert!(members[2].read_barrier().is_ok(), "a read once the new leader settled");
     }
 
     #[test]

@@ -182,8 +182,9 @@ pub enum SubmitError {
     Retry,
     /// No seqno within `submit_timeout_ms`: the writeset may or may not be ordered later.
     Unknown,
-    /// A read barrier the leader cannot answer from its commit index (no recent contact with
-    /// a quorum): order a barrier through the log instead.
+    /// A read barrier no leader answers from its log: it holds no lease (no recent contact
+    /// with a quorum), none is known (an election, a hand-over), or the one asked lost the
+    /// lead. Order a barrier through the log instead.
     NoLease,
     /// The member stopped (a cache failure or a panic; `Status::failed` says which). A
     /// writeset waiting for its seqno then may or may not have been ordered.
@@ -207,7 +208,7 @@ impl fmt::Display for SubmitError {
             Self::QueueFull => "too many submissions in flight",
             Self::Retry => "not ordered (leader changed); resubmit",
             Self::Unknown => "outcome unknown (timed out)",
-            Self::NoLease => "the leader holds no lease for a read barrier",
+            Self::NoLease => "no leader can answer a read barrier now",
             Self::Failed => "the group member stopped (see its status)",
         };
         f.write_str(text)
