@@ -20,7 +20,7 @@
 //! use lockstep_group::{GroupNode, MemberInfo, NodeConfig};
 //! use std::time::Duration;
 //!
-//! let datadir = std::path::PathBuf::from("/var/lib/mysql"); // the cache is lockstep.cache.* files
+//! let datadir = std::path::PathBuf::from("/var/lib/mysql"); // the cache is lockstep-cache.*.galera.cache files
 //! let node = GroupNode::start(NodeConfig {
 //!     group: GroupConfig::new("my_cluster"),
 //!     info: MemberInfo {

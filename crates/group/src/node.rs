@@ -56,7 +56,7 @@ pub struct NodeConfig {
     /// `info.address` itself.
     pub listen: String,
     /// The cache directory (`gcache.dir`); may be MariaDB's datadir (the cache is only
-    /// top-level `lockstep.cache.*` files).
+    /// top-level `lockstep-cache.*.galera.cache` files).
     pub data_dir: PathBuf,
     /// `gcache.sync`: fdatasync the log once per driver round, before anything that
     /// depends on what the round appended is sent or acknowledged (group commit). Off, the

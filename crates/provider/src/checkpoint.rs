@@ -17,7 +17,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 /// A cache file: a bootstrap's wipe of the cache (a new history) removes it too.
-pub const FILE_NAME: &str = "lockstep.cache.certification";
+pub const FILE_NAME: &str = "lockstep-cache.certification.galera.cache";
 /// Version 2: key chains as 128-bit hashes (version 1 had their bytes); an older file is
 /// refused like a damaged one.
 const MAGIC: &[u8; 8] = b"LSCERT\x00\x02";

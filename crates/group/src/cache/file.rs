@@ -15,10 +15,11 @@
 //! record: what was not synced may be lost, what was synced never is.
 //!
 //! The directory may be MariaDB's datadir: the cache is only top-level files named
-//! `lockstep.cache.*` (plus `lockstep.member-id`), never a subdirectory, and every other
-//! file is left alone. MariaDB's rsync SST copies the datadir's subdirectories and skips
-//! its top-level files, so a state transfer never carries a donor's cache or identity.
-//! See docs/design/group-cache-in-datadir.md.
+//! `lockstep-cache.*.galera.cache` (plus `lockstep-member-id.galera.cache`), never a
+//! subdirectory, and every other file is left alone. MariaDB's rsync SST copies the
+//! datadir's subdirectories and skips its top-level files, so a state transfer never carries
+//! a donor's cache or identity; its mariabackup SST keeps a joiner's files whose names end
+//! in `galera.cache`. See docs/design/group-cache-in-datadir.md.
 
 use super::{Entry, LogStore, Payload};
 use crate::codec::{Reader, Writer};
@@ -31,13 +32,19 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+/// Every file of ours ends so, as Galera's `galera.cache` does: MariaDB's mariabackup SST
+/// empties a joiner's datadir before it fills it, except for files named like Galera's own
+/// (its script's `cpat`); anything else of ours, vote and member id included, was deleted.
+pub const KEPT_SUFFIX: &str = ".galera.cache";
 /// Every cache file's name starts with this.
-const CACHE_PREFIX: &str = "lockstep.cache.";
-const HARD_STATE_FILE: &str = "lockstep.cache.hardstate";
-const BOUNDARY_FILE: &str = "lockstep.cache.boundary";
-const SEGMENT_SUFFIX: &str = ".seg";
+const CACHE_PREFIX: &str = "lockstep-cache.";
+const HARD_STATE_FILE: &str = "lockstep-cache.hardstate.galera.cache";
+const BOUNDARY_FILE: &str = "lockstep-cache.boundary.galera.cache";
 /// Not part of the cache: discarding the cache keeps the member's identity.
-const MEMBER_ID_FILE: &str = "lockstep.member-id";
+const MEMBER_ID_FILE: &str = "lockstep-member-id.galera.cache";
+/// The names before 2026-11-26, renamed when found (`adopt_earlier_names`).
+const EARLIER_CACHE_PREFIX: &str = "lockstep.cache.";
+const EARLIER_MEMBER_ID_FILE: &str = "lockstep.member-id";
 /// Largest record the cache reads back; bigger means corruption.
 const RECORD_LIMIT_BYTES: u32 = 1 << 30;
 // Every entry the group accepts reads back.
@@ -105,6 +112,7 @@ impl FileStore {
     /// none, but a power loss may lose the log's tail, acknowledged entries included.
     pub fn open(dir: &Path, fsync: bool, segment_limit_bytes: u64) -> io::Result<Self> {
         fs::create_dir_all(dir)?;
+        adopt_earlier_names(dir)?;
         let hard = match read_single(&dir.join(HARD_STATE_FILE), RecordKind::HardState)? {
             Some(body) => HardState::decode(&mut Reader::new(&body)).map_err(invalid)?,
             None => HardState::default(),
@@ -134,7 +142,7 @@ impl FileStore {
             .filter_map(|e| e.ok())
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                name.strip_prefix(CACHE_PREFIX)?.strip_suffix(SEGMENT_SUFFIX)?.parse().ok()
+                segment_number(&name)
             })
             .collect();
         numbers.sort_unstable();
@@ -187,7 +195,7 @@ impl FileStore {
     }
 
     fn segment_path(&self, number: u64) -> PathBuf {
-        self.dir.join(format!("{CACHE_PREFIX}{number:012}{SEGMENT_SUFFIX}"))
+        self.dir.join(segment_name(number))
     }
 
     fn held(&self, index: u64) -> Option<&Held> {
@@ -251,7 +259,7 @@ impl FileStore {
             Err(e) => return Err(e),
         };
         let mut names: Vec<String> = names.filter(|n| n.starts_with(CACHE_PREFIX)).collect();
-        names.sort_by_key(|n| !n.ends_with(SEGMENT_SUFFIX));
+        names.sort_by_key(|n| segment_number(n).is_none());
         for name in &names {
             fs::remove_file(dir.join(name))?;
         }
@@ -259,9 +267,41 @@ impl FileStore {
     }
 }
 
-/// This member's id: drawn at random on first use and kept in `dir` (`lockstep.member-id`),
-/// so restarts, and a bootstrap that discards the cache, keep the member's identity.
+fn segment_name(number: u64) -> String {
+    format!("{CACHE_PREFIX}{number:012}{KEPT_SUFFIX}")
+}
+
+fn segment_number(name: &str) -> Option<u64> {
+    name.strip_prefix(CACHE_PREFIX)?.strip_suffix(KEPT_SUFFIX)?.parse().ok()
+}
+
+/// Renames the files of a datadir written before their names ended in [`KEPT_SUFFIX`]
+/// (`lockstep.cache.NNN.seg`, `lockstep.cache.hardstate`, `lockstep.member-id`...), so an
+/// upgraded node keeps its log, vote and identity. Files being replaced (`.new`) are left.
+fn adopt_earlier_names(dir: &Path) -> io::Result<()> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for name in entries.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
+        let renamed = match name.strip_prefix(EARLIER_CACHE_PREFIX) {
+            _ if name == EARLIER_MEMBER_ID_FILE => MEMBER_ID_FILE.to_owned(),
+            Some(rest) if !rest.ends_with(".new") => {
+                format!("{CACHE_PREFIX}{}{KEPT_SUFFIX}", rest.strip_suffix(".seg").unwrap_or(rest))
+            }
+            _ => continue,
+        };
+        fs::rename(dir.join(&name), dir.join(renamed))?;
+    }
+    File::open(dir)?.sync_all()
+}
+
+/// This member's id: drawn at random on first use and kept in `dir`
+/// (`lockstep-member-id.galera.cache`), so restarts, and a bootstrap that discards the cache,
+/// keep the member's identity. Renames the files of an earlier version first.
 pub fn load_or_create_member_id(dir: &Path) -> io::Result<MemberId> {
+    adopt_earlier_names(dir)?;
     let path = dir.join(MEMBER_ID_FILE);
     match fs::read_to_string(&path) {
         Ok(text) => match text.trim().parse::<u64>() {
@@ -489,11 +529,11 @@ mod tests {
         // A crash mid-write leaves half a record at the end of the newest segment.
         let mut newest: Vec<_> = fs::read_dir(&dir)
             .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|name| segment_number(name).is_some())
             .collect();
         newest.sort();
-        let last = newest.last().unwrap();
+        let last = dir.join(newest.last().unwrap());
         let mut f = OpenOptions::new().append(true).open(last).unwrap();
         f.write_all(&record::encode(RecordKind::Entry, &[1, 2, 3])[..10]).unwrap();
 
@@ -565,7 +605,7 @@ mod tests {
         drop(s);
         // Without fsync the truncation may be lost while its replacements are not: the
         // old entries 9 and 10 of term 1 reappear after entry 8 of term 2.
-        let path = dir.join(format!("{CACHE_PREFIX}{:012}{SEGMENT_SUFFIX}", 1));
+        let path = dir.join(segment_name(1));
         let mut file = OpenOptions::new().append(true).open(path).unwrap();
         for i in 9..=10 {
             let mut w = Writer::default();
@@ -597,9 +637,11 @@ mod tests {
         let mut names: Vec<String> =
             fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         names.sort();
-        let ours: Vec<&String> = names.iter().filter(|n| n.starts_with("lockstep.")).collect();
+        let ours: Vec<&String> = names.iter().filter(|n| n.starts_with("lockstep-")).collect();
         assert!(ours.len() > 3, "{names:?}");
         assert!(ours.iter().all(|n| dir.join(n).is_file()), "only top-level files: {names:?}");
+        // What mariabackup's SST keeps of a joiner's datadir (its `cpat`).
+        assert!(ours.iter().all(|n| n.ends_with("galera.cache")), "{names:?}");
         let s = FileStore::open(&dir, true, 1 << 16).unwrap();
         assert_eq!((s.first_index(), s.last_index(), s.boundary().seqno), (6, 30, 4));
         drop(s);
@@ -609,11 +651,51 @@ mod tests {
         let mut left: Vec<String> =
             fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         left.sort();
-        assert_eq!(left, ["000000000001.seg", "ibdata1", "lockstep.member-id", "mysql"]);
+        assert_eq!(left, ["000000000001.seg", "ibdata1", "lockstep-member-id.galera.cache", "mysql"]);
         assert_eq!(fs::read(dir.join("mysql").join("7.seg")).unwrap(), b"not ours");
         assert_eq!(load_or_create_member_id(&dir).unwrap(), id);
         let s = FileStore::open(&dir, true, 1 << 16).unwrap();
         assert_eq!((s.last_index(), s.hard_state()), (0, HardState::default()));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_names_of_an_earlier_version_are_adopted_with_the_log_the_vote_and_the_id() {
+        let dir = temp_dir("earlier-names");
+        let id = load_or_create_member_id(&dir).unwrap();
+        {
+            let mut s = FileStore::open(&dir, true, 1 << 16).unwrap();
+            s.save_hard_state(HardState { term: 3, voted_for: Some(id) }).unwrap();
+            s.append(0, (1..=30).map(|i| e(i, 1, 5000)).collect()).unwrap();
+            s.sync().unwrap();
+        }
+        fs::write(dir.join("lockstep.cache.certification"), b"the provider's").unwrap();
+        fs::write(dir.join("lockstep.cache.hardstate.new"), b"a replacement cut short").unwrap();
+        // As an earlier version named them.
+        for entry in fs::read_dir(&dir).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let earlier = if name == MEMBER_ID_FILE {
+                EARLIER_MEMBER_ID_FILE.to_owned()
+            } else if let Some(n) = segment_number(&name) {
+                format!("{EARLIER_CACHE_PREFIX}{n:012}.seg")
+            } else if let Some(rest) = name.strip_prefix(CACHE_PREFIX) {
+                format!("{EARLIER_CACHE_PREFIX}{}", rest.strip_suffix(KEPT_SUFFIX).unwrap())
+            } else {
+                continue;
+            };
+            fs::rename(dir.join(&name), dir.join(earlier)).unwrap();
+        }
+        assert_eq!(load_or_create_member_id(&dir).unwrap(), id);
+        let s = FileStore::open(&dir, true, 1 << 16).unwrap();
+        assert_eq!((s.last_index(), s.hard_state().term), (30, 3));
+        assert_eq!(fs::read(dir.join("lockstep-cache.certification.galera.cache")).unwrap(), b"the provider's");
+        let mut earlier: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("lockstep."))
+            .collect();
+        earlier.sort();
+        assert_eq!(earlier, ["lockstep.cache.hardstate.new"]);
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -862,7 +862,8 @@ impl<W: Clone + PartialEq> Core<W> {
     /// core asks for the stream alone (docs/design/donor-left-mid-transfer.md).
     pub(super) fn donor_left(&mut self, generation: u64, donor: MemberId, now_ms: u64) {
         let c = self.connection.as_mut().expect("current");
-        let name = c.view.members.iter().find(|m| m.id == donor).map_or("?", |m| m.name.as_str()).to_string();
+        // The view that dropped it may be the current one already: then its member id.
+        let name = c.view.members.iter().find(|m| m.id == donor).map_or_else(|| donor.to_string(), |m| m.name.clone());
         c.donor = None;
         let handshake = match self.phase {
             Phase::Joining(Handshake::Requested | Handshake::NoDonor) => true,

@@ -47,15 +47,6 @@ impl Provider {
             };
             (addresses, group_config(cluster_name, &o), cache_dir, tls, o.flag("gcache.sync"))
         };
-        let optimistic_pa = self.lock_core().settings().optimistic_pa;
-        let checkpoint = match Checkpoint::read(&cache_dir, optimistic_pa) {
-            Ok(checkpoint) => checkpoint.map(Box::new),
-            Err(e) => {
-                // Only a restart past a purged log needs it; without it such a node asks a donor.
-                log::warn!("ignoring the certification checkpoint in {}: {e}", cache_dir.display());
-                None
-            }
-        };
         let bootstrap = bootstrap || addresses.peers.is_empty();
         let position = {
             let core = self.lock_core();
@@ -82,6 +73,16 @@ impl Provider {
             Err(e) => {
                 log::error!("cannot read or create the member id in {}: {e}", cache_dir.display());
                 return Status::NodeFail;
+            }
+        };
+        // After the member id: reading it renames an earlier version's files.
+        let optimistic_pa = self.lock_core().settings().optimistic_pa;
+        let checkpoint = match Checkpoint::read(&cache_dir, optimistic_pa) {
+            Ok(checkpoint) => checkpoint.map(Box::new),
+            Err(e) => {
+                // Only a restart past a purged log needs it; without it such a node asks a donor.
+                log::warn!("ignoring the certification checkpoint in {}: {e}", cache_dir.display());
+                None
             }
         };
         let incarnation = u64::from_le_bytes(Uuid::random().0[..8].try_into().expect("8 bytes"));
