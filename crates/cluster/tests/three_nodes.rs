@@ -151,7 +151,6 @@ fn restarted_node_gets_its_gap_by_incremental_transfer_on_ist_recv_addr() {
 /// Galera aborts node 3 here).
 #[test]
 fn a_donor_killed_mid_transfer_is_replaced_and_the_joiner_ends_synced() {
-    const ROWS: u64 = 100;
     let _serial = one_at_a_time();
     let mut test = TestCluster::create("donorkill", 3, "");
     let node3_config = test.cluster.nodes[2].config_file();
@@ -160,19 +159,8 @@ fn a_donor_killed_mid_transfer_is_replaced_and_the_joiner_ends_synced() {
     std::fs::write(&node3_config, config).unwrap();
     test.cluster.start().unwrap();
     let nodes = &mut test.cluster.nodes;
-    sql(&nodes[0], "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, filler LONGTEXT NOT NULL)");
-    nodes[2].stop().unwrap();
-    for id in 0..ROWS {
-        sql(&nodes[0], &format!("INSERT INTO d.t VALUES ({id}, REPEAT('x', 1000000))"));
-    }
-    let donations = |node: &Node| node.error_log_text().unwrap().matches("donating state").count();
-    let donated_before = donations(&nodes[1]);
-    nodes[2].launch(false, None).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while donations(&nodes[1]) == donated_before {
-        assert!(Instant::now() < deadline, "node2 did not start donating to node3 within 120 s");
-        thread::sleep(Duration::from_millis(20));
-    }
+    write_while_node3_is_down(nodes);
+    start_node3_until_node2_donates(nodes);
     nodes[1].kill().unwrap();
     let killed_at = Instant::now();
     nodes[2].wait_ready().unwrap();
@@ -181,53 +169,23 @@ fn a_donor_killed_mid_transfer_is_replaced_and_the_joiner_ends_synced() {
         wait_for_status(node, &synced, Duration::from_secs(120));
     }
     println!("node3 Synced {:.1} s after node2 was killed", killed_at.elapsed().as_secs_f64());
-    let read = "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*), SUM(LENGTH(filler)) FROM d.t";
-    assert_eq!(sql(&nodes[2], read).trim(), format!("{ROWS}\t{}", ROWS * 1_000_000));
     assert_eq!(last_committed(&nodes[2]), last_committed(&nodes[0]));
-    assert_eq!(table_fingerprints(&nodes[2], "d"), table_fingerprints(&nodes[0], "d"));
-    if status_var(&nodes[2], "wsrep_provider_name") == "Lockstep" {
-        let log = nodes[2].error_log_text().unwrap();
-        let replaced: Vec<&str> = log.lines().filter(|l| l.contains("left the group before")).collect();
-        println!("{}", replaced.join("\n"));
-        assert!(!replaced.is_empty(), "node3 never asked another donor (node2 finished first?):\n{log}");
+    assert_node3_has_every_row(nodes, true);
+}
+
+/// Rows of 1 MB that node 1 writes while node 3 is down, for node 3 to receive.
+const DONATED_ROWS: u64 = 100;
+
+fn write_while_node3_is_down(nodes: &mut [Node]) {
+    sql(&nodes[0], "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, filler LONGTEXT NOT NULL)");
+    nodes[2].stop().unwrap();
+    for id in 0..DONATED_ROWS {
+        sql(&nodes[0], &format!("INSERT INTO d.t VALUES ({id}, REPEAT('x', 1000000))"));
     }
 }
 
-/// A full state transfer (SST) whose donor dies mid-way, as a crashed machine does (the
-/// server and its SST script killed together): node 3, its data directory wiped, asks `node2,`
-/// first; node 2's process group is killed once 20 MB of the 100 MB snapshot have reached
-/// node 3. With `rsync` the
-/// joiner's script still waits (its daemon takes the next donor's rsync) and node 3 ends
-/// Synced from node 1 with the same data; with `mariabackup` the joiner's script takes one
-/// stream only, so a stream that broke ends the join with Galera's words and the server exits
-/// (docs/design/donor-left-mid-transfer.md), leaving node 1 a minority of three; node 2 and
-/// node 3 started again as the packaging does bring the cluster back. Nothing hangs, and no
-/// acknowledged row is lost.
-fn a_donor_killed_mid_snapshot(method: &str) {
-    const ROWS: u64 = 100;
-    let _serial = one_at_a_time();
-    let mut test = TestCluster::create(&format!("sstkill-{method}"), 3, "");
-    let with_method = |node: &Node, donor: &str| {
-        let path = node.config_file();
-        let config = std::fs::read_to_string(&path).unwrap();
-        let config = config.replacen("wsrep_sst_method = rsync\n", &format!("wsrep_sst_method = {method}\n"), 1);
-        let config = config.replacen("[mariadbd]\n", &format!("[mariadbd]\nwsrep_sst_auth = root:\n{donor}"), 1);
-        std::fs::write(&path, config).unwrap();
-    };
-    for (i, node) in test.cluster.nodes.iter().enumerate() {
-        with_method(node, if i == 2 { "wsrep_sst_donor = node2,\n" } else { "" });
-    }
-    test.cluster.start().unwrap();
-    let nodes = &mut test.cluster.nodes;
-    sql(&nodes[0], "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, filler LONGTEXT NOT NULL)");
-    nodes[2].stop().unwrap();
-    for id in 0..ROWS {
-        sql(&nodes[0], &format!("INSERT INTO d.t VALUES ({id}, REPEAT('x', 1000000))"));
-    }
-    // A new node: nothing to start from but a snapshot.
-    std::fs::remove_dir_all(nodes[2].data_dir()).unwrap();
-    nodes[2].initialize().unwrap();
-    with_method(&nodes[2], "wsrep_sst_donor = node2,\n");
+/// Starts node 3; returns, with a deadline 120 s from the start, once node 2 says it donates.
+fn start_node3_until_node2_donates(nodes: &mut [Node]) -> Instant {
     let donations = |node: &Node| node.error_log_text().unwrap().matches("donating state").count();
     let donated_before = donations(&nodes[1]);
     nodes[2].launch(false, None).unwrap();
@@ -236,6 +194,61 @@ fn a_donor_killed_mid_snapshot(method: &str) {
         assert!(Instant::now() < deadline, "node2 did not start donating to node3 within 120 s");
         thread::sleep(Duration::from_millis(20));
     }
+    deadline
+}
+
+/// Node 3 has every row node 1 wrote, the same data, and (`asked_again`, Lockstep only) said
+/// it asked another member when its donor left.
+fn assert_node3_has_every_row(nodes: &[Node], asked_again: bool) {
+    let read = "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*), SUM(LENGTH(filler)) FROM d.t";
+    assert_eq!(sql(&nodes[2], read).trim(), format!("{DONATED_ROWS}\t{}", DONATED_ROWS * 1_000_000));
+    assert_eq!(table_fingerprints(&nodes[2], "d"), table_fingerprints(&nodes[0], "d"));
+    if asked_again && status_var(&nodes[2], "wsrep_provider_name") == "Lockstep" {
+        let log = nodes[2].error_log_text().unwrap();
+        let asked: Vec<&str> = log.lines().filter(|l| l.contains("left the group before")).collect();
+        println!("{}", asked.join("\n"));
+        assert!(!asked.is_empty(), "node3 never asked another donor (node2 finished first?):\n{log}");
+    }
+}
+
+/// A full state transfer (SST) whose donor dies mid-way, as a crashed machine does (the
+/// server and its SST script killed together): node 3, its data directory wiped, asks `node2,`
+/// first; node 2's process group is killed once 20 MB of the 100 MB snapshot have reached
+/// node 3. With `rsync` the joiner's script still waits (its daemon takes the next donor's
+/// rsync), with `mysqldump` the joiner runs none (the next donor's dump connects to its server
+/// again), and node 3 ends Synced from node 1 with the same data; with `mariabackup` the
+/// joiner's script takes one
+/// stream only, so a stream that broke ends the join with Galera's words and the server exits
+/// (docs/design/donor-left-mid-transfer.md), leaving node 1 a minority of three; node 2 and
+/// node 3 started again as the packaging does bring the cluster back. Nothing hangs, and no
+/// acknowledged row is lost.
+fn a_donor_killed_mid_snapshot(method: &str) {
+    let _serial = one_at_a_time();
+    let mut test = TestCluster::create(&format!("sstkill-{method}"), 3, "");
+    let with_method = |node: &Node, donor: &str| {
+        let path = node.config_file();
+        let config = std::fs::read_to_string(&path).unwrap();
+        let config = config.replacen("wsrep_sst_method = rsync\n", &format!("wsrep_sst_method = {method}\n"), 1);
+        let mut config = config.replacen("[mariadbd]\n", &format!("[mariadbd]\nwsrep_sst_auth = root:\n{donor}"), 1);
+        if method == "mysqldump" {
+            // The donor's dump connects to the joiner's server: its client port.
+            let port = config.lines().find_map(|l| l.strip_prefix("port = ")).unwrap().to_owned();
+            let receive = config.lines().find(|l| l.starts_with("wsrep_sst_receive_address")).unwrap().to_owned();
+            config = config.replacen(&receive, &format!("wsrep_sst_receive_address = 127.0.0.1:{port}"), 1);
+        }
+        std::fs::write(&path, config).unwrap();
+    };
+    for (i, node) in test.cluster.nodes.iter().enumerate() {
+        with_method(node, if i == 2 { "wsrep_sst_donor = node2,\n" } else { "" });
+    }
+    test.cluster.start().unwrap();
+    let nodes = &mut test.cluster.nodes;
+    write_while_node3_is_down(nodes);
+    // A new node: nothing to start from but a snapshot.
+    std::fs::remove_dir_all(nodes[2].data_dir()).unwrap();
+    nodes[2].initialize().unwrap();
+    with_method(&nodes[2], "wsrep_sst_donor = node2,\n");
+    let deadline = start_node3_until_node2_donates(nodes);
     // Mid-way: a fifth of the table has reached the joiner (under `.sst/` for mariabackup).
     while largest_file_named(&nodes[2].data_dir(), "t.ibd") < 20_000_000 {
         assert!(Instant::now() < deadline, "node3 received under 20 MB of the table within 120 s");
@@ -265,15 +278,7 @@ fn a_donor_killed_mid_snapshot(method: &str) {
         wait_for_status(node, &synced, Duration::from_secs(120));
     }
     println!("{method}: node3 Synced {:.1} s after node2 was killed", killed_at.elapsed().as_secs_f64());
-    let read = "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*), SUM(LENGTH(filler)) FROM d.t";
-    assert_eq!(sql(&nodes[2], read).trim(), format!("{ROWS}\t{}", ROWS * 1_000_000));
-    assert_eq!(table_fingerprints(&nodes[2], "d"), table_fingerprints(&nodes[0], "d"));
-    if method == "rsync" && status_var(&nodes[2], "wsrep_provider_name") == "Lockstep" {
-        let log = nodes[2].error_log_text().unwrap();
-        let asked: Vec<&str> = log.lines().filter(|l| l.contains("left the group before")).collect();
-        println!("{}", asked.join("\n"));
-        assert!(!asked.is_empty(), "node3 never asked another donor (node2 finished first?):\n{log}");
-    }
+    assert_node3_has_every_row(nodes, method != "mariabackup");
 }
 
 /// The size of the biggest file called `name` under `dir`, which may change while it is read.
@@ -293,6 +298,11 @@ fn largest_file_named(dir: &std::path::Path, name: &str) -> u64 {
 #[test]
 fn a_donor_killed_mid_rsync_snapshot_is_replaced_and_the_joiner_ends_synced() {
     a_donor_killed_mid_snapshot("rsync");
+}
+
+#[test]
+fn a_donor_killed_mid_mysqldump_snapshot_is_replaced_and_the_joiner_ends_synced() {
+    a_donor_killed_mid_snapshot("mysqldump");
 }
 
 #[test]
