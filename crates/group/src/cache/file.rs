@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 /// Every file of ours ends so, as Galera's `galera.cache` does: MariaDB's mariabackup SST
 /// empties a joiner's datadir before it fills it, except for files named like Galera's own
 /// (its script's `cpat`); anything else of ours, vote and member id included, was deleted.
-pub const KEPT_SUFFIX: &str = ".galera.cache";
+const KEPT_SUFFIX: &str = ".galera.cache";
 /// Every cache file's name starts with this.
 const CACHE_PREFIX: &str = "lockstep-cache.";
 const HARD_STATE_FILE: &str = "lockstep-cache.hardstate.galera.cache";
@@ -284,17 +284,23 @@ fn adopt_earlier_names(dir: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
+    let mut renamed_any = false;
     for name in entries.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
-        let renamed = match name.strip_prefix(EARLIER_CACHE_PREFIX) {
-            _ if name == EARLIER_MEMBER_ID_FILE => MEMBER_ID_FILE.to_owned(),
-            Some(rest) if !rest.ends_with(".new") => {
-                format!("{CACHE_PREFIX}{}{KEPT_SUFFIX}", rest.strip_suffix(".seg").unwrap_or(rest))
-            }
-            _ => continue,
+        let renamed = if name == EARLIER_MEMBER_ID_FILE {
+            MEMBER_ID_FILE.to_owned()
+        } else if let Some(rest) = name.strip_prefix(EARLIER_CACHE_PREFIX).filter(|r| !r.ends_with(".new")) {
+            format!("{CACHE_PREFIX}{}{KEPT_SUFFIX}", rest.strip_suffix(".seg").unwrap_or(rest))
+        } else {
+            continue;
         };
         fs::rename(dir.join(&name), dir.join(renamed))?;
+        renamed_any = true;
     }
-    File::open(dir)?.sync_all()
+    // Every start reads the directory; only a rename needs it synced.
+    if renamed_any {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// This member's id: drawn at random on first use and kept in `dir`
