@@ -57,8 +57,8 @@ pub enum Control {
     /// (core/vote.rs).
     Vote { seqno: Seqno, outcome: u64 },
     /// Flow control: the sender's apply queue passed its limit and it asks the writers to stop
-    /// or to slow down, or it drained (`ask`: `core::flow::Ask::code`).
-    Flow { ask: u8 },
+    /// or to keep to `rate` writesets a second, or it drained (`core::flow::Ask::to_wire`).
+    Flow { ask: u8, rate: u32 },
     /// The sender, chosen to donate for `joiner`'s state request `id`, could not: its server
     /// refused to donate, or the transfer ended with an error. `rcode` is a negative errno
     /// (Galera's JOIN with a negative code): every member logs it, and the joiner, which will
@@ -179,9 +179,9 @@ impl Control {
                 w.u64(*seqno as u64).u64(*outcome);
                 w.bytes
             }
-            Control::Flow { ask } => {
+            Control::Flow { ask, rate } => {
                 let mut w = header(FLOW);
-                w.u8(*ask);
+                w.u8(*ask).u32(*rate);
                 w.bytes
             }
             Control::TransferFailed { joiner, id, rcode } => {
@@ -206,7 +206,12 @@ impl Control {
                 Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id, own_order }
             }
             VOTE => Control::Vote { seqno: r.u64()? as Seqno, outcome: r.u64()? },
-            FLOW => Control::Flow { ask: r.u8()? },
+            FLOW => {
+                let ask = r.u8()?;
+                // An earlier version sent no rate.
+                let rate = if r.remaining() > 0 { r.u32()? } else { 0 };
+                Control::Flow { ask, rate }
+            }
             TRANSFER_FAILED => {
                 let (joiner, id, rcode) = (MemberId(r.u64()?), r.u64()?, r.u32()? as i32);
                 if rcode >= 0 {
@@ -263,9 +268,9 @@ mod tests {
             Control::Synced { since: Some(0) },
             Control::Synced { since: Some(1234) },
             Control::Vote { seqno: 12, outcome: 0x5eed },
-            Control::Flow { ask: u8::MAX },
-            Control::Flow { ask: 1 },
-            Control::Flow { ask: 0 },
+            Control::Flow { ask: u8::MAX, rate: 0 },
+            Control::Flow { ask: 1, rate: 2_500 },
+            Control::Flow { ask: 0, rate: 0 },
             Control::TransferFailed { joiner: MemberId(3), id: 0x5eed_0001, rcode: -125 },
             Control::TransferFailed { joiner: MemberId(u64::MAX), id: 1, rcode: i32::MIN },
         ];

@@ -164,7 +164,8 @@ pub enum RequestStart {
     Ended,
     /// The transfer's outcome (the state, or its failure) arrived while the applier waited
     /// to ask again after a "no donor" answer (a donor that other members chose may still
-    /// act on the request): nothing to ask, take it.
+    /// act on the request), or an earlier request of ours was ordered with a donor: nothing
+    /// to ask, wait for it.
     AlreadyReceived,
     /// Send the request: our position, whether we also hold the order from there,
     /// `ist.recv_addr`, the donors asked for, whether we certified that order with the
@@ -536,11 +537,15 @@ impl<W: Clone + PartialEq> Core<W> {
             (false, true) => self.position,
             (false, false) => Gtid::UNDEFINED,
         };
+        if self.connection.as_ref().is_some_and(|c| matches!(c.catch_up, CatchUp::AtRequest(_))) {
+            // An earlier request of ours was ordered late, with a donor (see `adopt_request`).
+            return RequestStart::AlreadyReceived;
+        }
         if self.phase != Phase::Joining(Handshake::Requested) {
             self.set_phase(Phase::Joining(Handshake::Requested));
         }
         let c = self.connection.as_mut().expect("current");
-        c.request_id = request_id;
+        c.new_request_id(request_id);
         RequestStart::Send { position, has_state, ist_addr: c.ist_addr.clone(), donors: c.donors.clone(), own_order }
     }
 
@@ -924,7 +929,7 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         c.donor_search = Some(DonorSearch { next_ms: now_ms + ASK_AGAIN_MS, ..search });
         // Random ids are the runtime's; the next of ours is as unlikely to match an old one.
-        c.request_id = c.request_id.wrapping_add(2);
+        c.new_request_id(c.request_id.wrapping_add(2));
         let (id, ist_addr, donors) = (c.request_id, c.ist_addr.clone(), c.donors.clone());
         let position = match self.phase {
             Phase::Joining(Handshake::Received { position, .. }) => position,

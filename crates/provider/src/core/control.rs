@@ -69,6 +69,7 @@ impl<W: Clone + PartialEq> Core<W> {
             joined_at: None,
             catch_up: if bootstrap { CatchUp::Done } else { CatchUp::Waiting },
             request_id: 0,
+            earlier_requests: Vec::new(),
             ist_addr: opening.ist_addr,
             donors: opening.donors,
             leader: None,
@@ -272,22 +273,27 @@ impl<W: Clone + PartialEq> Core<W> {
         }
     }
 
-    /// Asks the group to stop or to resume, as our apply queue requires. A member that does not
-    /// apply the order as a synced member does (desynced, a donor, a joiner) never stops others.
+    /// Asks the group to pace, stop or resume, as our apply queue requires. A member that does
+    /// not apply the order as a synced member does (desynced, a donor, a joiner) never holds
+    /// others.
     pub(super) fn flow_check(&mut self) {
         let Some(c) = self.connection.as_ref() else { return };
         let (me, members) = (c.me, c.view.members.len());
-        let exempt = self.desync_count > 0 || !matches!(self.phase, Phase::Joined | Phase::Synced);
+        // Nor does a member whose appliers wait for its donor's stream: its queue cannot drain
+        // before the stream is in, however the writers go.
+        let exempt =
+            self.desync_count > 0 || !matches!(self.phase, Phase::Joined | Phase::Synced) || !c.catch_up.settled();
         let (queue, flow, now) = (self.events.len(), &self.settings.flow, self.clock_ms);
         if let Some(ask) = self.flow.decide(me, queue, members, exempt, flow, now) {
-            self.effects.send.push((Control::Flow { ask: ask.code() }, FLOW_TAG));
+            let (ask, rate) = ask.to_wire();
+            self.effects.send.push((Control::Flow { ask, rate }, FLOW_TAG));
         }
     }
 
-    /// A member's stop or resume came through the order.
-    pub(super) fn flow_ordered(&mut self, origin: MemberId, ask: u8) {
+    /// A member's stop, pace or resume came through the order.
+    pub(super) fn flow_ordered(&mut self, origin: MemberId, ask: u8, rate: u32) {
         let me = self.me();
-        let ask = Ask::from_code(ask);
+        let ask = Ask::from_wire(ask, rate);
         let ended = self.flow.ordered(me, origin, ask, self.clock_ms);
         let ended = ended.map(|episode| (self.clock_ms.saturating_sub(episode.since_ms), episode));
         if let Some((held_ms, episode)) = ended.filter(|(held_ms, _)| *held_ms >= LOGGED_PAUSE_MS) {
@@ -295,8 +301,11 @@ impl<W: Clone + PartialEq> Core<W> {
             // long, how hard, and why. Short ones (thousands a second under a tight limit) only
             // count.
             let mut how = Vec::new();
-            if !episode.strongest_delay.is_zero() {
-                how.push(format!("slowed up to {} us per writeset", episode.strongest_delay.as_micros()));
+            if let Some(pace) = episode.slowest_pace {
+                how.push(format!(
+                    "paced down to {pace} writesets/s, its appliers doing {:.0}/s",
+                    self.flow.apply_rate()
+                ));
             }
             if episode.stopped_ms > 0 {
                 how.push(format!("stopped for {} ms", episode.stopped_ms));

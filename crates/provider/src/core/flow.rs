@@ -1,11 +1,12 @@
 //! Flow control with Galera's options (`gcs.fc_limit`, `gcs.fc_factor`,
 //! `gcs.fc_single_primary`): a member whose apply queue stays past its limit asks, through
-//! the order, that the group's writers slow down, then that they stop; writers on every
-//! member pace themselves by the strongest slow-down in force and wait while any member's
-//! stop is; the member asks to resume once its queue is at or below `factor` times the limit.
-//! Requests are ordered, so every member holds the same stops and slow-downs at the same
-//! point of the order. Pure: the core feeds it its queue, the ordered requests, views and the
-//! time (docs/design/flow-control.md).
+//! the order, that the group's writers keep to a pace its appliers can follow (set from the
+//! rate it measured on them), then that they stop; writers on every member keep to the
+//! slowest pace in force and wait while any member's stop is; the member asks to resume once
+//! its queue is at or below `factor` times the limit. Requests are ordered, so every member
+//! holds the same stops and paces at the same point of the order. Pure: the core feeds it its
+//! queue, what it applied, the ordered writesets and requests, views and the time
+//! (docs/design/flow-control.md).
 
 use crate::types::Seqno;
 use lockstep_group::MemberId;
@@ -15,27 +16,43 @@ use std::time::Duration;
 /// The tag our requests are sent with: a refused one comes back with it.
 pub(super) const FLOW_TAG: u64 = u64::MAX - 1;
 
-/// A member past its limit slows the writers before it stops them: the budget is time, not
+/// A member past its limit paces the writers before it stops them: the budget is time, not
 /// events. A burst its appliers drain at once (a Raft batch of a few dozen small writesets,
 /// several appliers) is no backlog, and stopping every writer of the cluster for it cost
 /// more than it saved: with 4 appliers under 16 sysbench clients, 86 stops a second held the
 /// writers 13 % of the time (docs/design/flow-control.md). Past the limit for this long, it
-/// asks that every writeset wait before it is ordered, `SLOW_STEP` per level, the level set
-/// by how far past the limit its queue is and how long it has been past it.
+/// asks for a pace.
 pub const OVER_LIMIT_GRACE_MS: u64 = 10;
-/// What each writeset waits per slow level.
-pub const SLOW_STEP: Duration = Duration::from_micros(125);
-/// The strongest slow-down: `SLOW_STEP` times this (2 ms per writeset).
-pub const SLOW_LEVELS: u8 = 16;
-/// Past the limit this much longer than the grace, a member's level rises by one.
-const LEVEL_EVERY_MS: u64 = 5;
-/// Past the limit this long, the slow-down did not drain the queue: the member stops the
-/// writers.
-const STOP_AFTER_MS: u64 = 100;
+/// The pace asked is the apply rate less what drains the queue's excess over the lower limit
+/// in this time.
+const DRAIN_MS: f64 = 50.0;
+/// Past the limit this long, the pace did not drain the queue: the member stops the writers.
+/// Meanwhile the pace asked falls, down to `LAST_PACE_SHARE` of itself.
+const STOP_AFTER_MS: u64 = 150;
+const LAST_PACE_SHARE: f64 = 0.5;
+/// The slowest pace asked before that fall, as a share of the apply rate: a pace is a
+/// correction; a backlog it cannot drain in time is the stop's. Slower paces held every
+/// writer, a big transaction's streaming fragments included, for most of the time before the
+/// stop (docs/design/flow-control.md).
+const SLOWEST_PACE_SHARE: f64 = 0.5;
+/// Appliers that get fewer writesets a second than this done are held by something no pace
+/// helps (a lock): a stop at once.
+const STUCK_APPLY_RATE: f64 = 16.0;
+/// A new pace is asked only when at most this share of the one in force: one request per
+/// trip through the order while the queue stays high, not one per event.
+const STRONGER_PACE: f64 = 0.85;
 /// Past this many times its limit a member stops the writers at once: a bound on its lag
-/// and on what it holds. Below it, each `(AT_ONCE_FACTOR - 1) / SLOW_LEVELS` of the limit
-/// past it is a level.
+/// and on what it holds.
 const AT_ONCE_FACTOR: f64 = 4.0;
+/// The apply rate is measured over windows at least this long in which the apply queue never
+/// emptied (the appliers had work all along, so what they did is what they can do).
+const RATE_WINDOW_MS: u64 = 25;
+/// A writer never waits longer than this for its turn under a pace: a pace slower than that
+/// is a stop's job.
+const LONGEST_WRITER_INTERVAL: Duration = Duration::from_millis(50);
+/// Each ordered writeset moves a member's share of the group's writesets by
+/// `1 / SHARE_WEIGHT` of the difference.
+const SHARE_WEIGHT: f64 = 64.0;
 
 /// A writeset at least this big may take a second or more to apply by itself, and stopping
 /// the writers would not make it faster: from the moment it is queued until it is applied,
@@ -53,7 +70,7 @@ const BIG_APPLY_QUEUE_CAP: usize = super::APPLY_QUEUE_LIMIT / 2;
 /// Galera's flow-control options, as the core uses them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FlowSettings {
-    /// `gcs.fc_limit`: queued events past which a member asks for a stop.
+    /// `gcs.fc_limit`: queued events past which a member asks for a pace, then a stop.
     pub limit: u64,
     /// `gcs.fc_factor`: it asks to resume at or below this fraction of its limit.
     pub factor: f64,
@@ -89,37 +106,96 @@ impl FlowSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ask {
     Stop,
-    /// Writesets wait `SLOW_DELAYS[level - 1]` before they are ordered; ends a stop.
-    Slow(u8),
-    /// Neither stop nor slow.
+    /// The group's writers keep to this many writesets a second between them; ends a stop.
+    Pace(u32),
+    /// Neither stop nor pace.
     Resume,
 }
 
+const RESUME: u8 = 0;
+const PACE: u8 = 1;
+const STOP: u8 = u8::MAX;
+
 impl Ask {
-    /// On the wire: 0 resume, 255 stop, a slow level otherwise.
-    pub fn code(self) -> u8 {
+    /// On the wire (`Control::Flow`): a code and a rate.
+    pub fn to_wire(self) -> (u8, u32) {
         match self {
-            Ask::Resume => 0,
-            Ask::Slow(level) => level,
-            Ask::Stop => u8::MAX,
+            Ask::Resume => (RESUME, 0),
+            Ask::Pace(rate) => (PACE, rate),
+            Ask::Stop => (STOP, 0),
         }
     }
 
-    pub fn from_code(code: u8) -> Self {
+    /// An unknown code, or a pace of nothing (an earlier version's slow-down, which carried
+    /// no rate), asks for nothing.
+    pub fn from_wire(code: u8, rate: u32) -> Self {
         match code {
-            0 => Ask::Resume,
-            u8::MAX => Ask::Stop,
-            level => Ask::Slow(level),
+            STOP => Ask::Stop,
+            PACE if rate > 0 => Ask::Pace(rate),
+            _ => Ask::Resume,
         }
     }
 }
 
+/// How many writesets a second this member's appliers get through when they have work all
+/// along: measured over windows of at least `RATE_WINDOW_MS` in which the apply queue never
+/// emptied, the member applied the order as a synced member does (not exempt: a joiner's
+/// queue waits for its state) and no big writeset was being applied (that one would show a
+/// rate of nothing while it lasts). The figure is over the last `RATE_SPAN_MS` to twice that
+/// of such time: one window may see no writeset finish (one that takes longer than a window
+/// to apply, or that waits for a lock), the span does.
 #[derive(Debug, Default)]
+struct ApplyRate {
+    /// Writesets applied since the connection began.
+    applied: u64,
+    window: Option<RateWindow>,
+    /// Time spent saturated, and what was applied in it (both halved past twice the span).
+    busy_ms: f64,
+    busy_applied: f64,
+}
+
+/// The time over which the apply rate is measured.
+const RATE_SPAN_MS: f64 = 200.0;
+
+#[derive(Debug, Clone, Copy)]
+struct RateWindow {
+    since_ms: u64,
+    applied: u64,
+    saturated: bool,
+}
+
+impl ApplyRate {
+    fn observe(&mut self, queue: usize, measurable: bool, now_ms: u64) {
+        let saturated = queue > 0 && measurable;
+        let window = self.window.get_or_insert(RateWindow { since_ms: now_ms, applied: self.applied, saturated });
+        window.saturated &= saturated;
+        let elapsed = now_ms.saturating_sub(window.since_ms);
+        if elapsed < RATE_WINDOW_MS {
+            return;
+        }
+        if window.saturated {
+            self.busy_ms += elapsed as f64;
+            self.busy_applied += (self.applied - window.applied) as f64;
+            while self.busy_ms > 2.0 * RATE_SPAN_MS {
+                self.busy_ms /= 2.0;
+                self.busy_applied /= 2.0;
+            }
+        }
+        *window = RateWindow { since_ms: now_ms, applied: self.applied, saturated };
+    }
+
+    /// Writesets a second, once a window's worth was measured.
+    fn per_s(&self) -> Option<f64> {
+        (self.busy_ms >= RATE_WINDOW_MS as f64).then(|| self.busy_applied * 1000.0 / self.busy_ms)
+    }
+}
+
+#[derive(Debug)]
 pub struct FlowControl {
     /// Members whose stop is in force, as ordered.
     stopping: BTreeSet<MemberId>,
-    /// Members whose slow-down is in force, with its level, as ordered.
-    slowing: BTreeMap<MemberId, u8>,
+    /// Members whose pace is in force, with its rate, as ordered.
+    pacing: BTreeMap<MemberId, u32>,
     /// Our request sent and not yet ordered nor refused: one at a time.
     in_flight: Option<Ask>,
     /// Since when our queue is past the upper limit (without a break).
@@ -136,22 +212,49 @@ pub struct FlowControl {
     /// counts only what it queues beyond it, so it does not stop everyone at once. It shrinks
     /// with the queue.
     offset: usize,
-    /// Our slow-down or stop in force, from the first until our resume: to log the episode.
+    /// Our pace or stop in force, from the first until our resume: to log the episode.
     episode: Option<Episode>,
     /// Big writesets queued or being applied here.
     big_applies: BTreeSet<Seqno>,
+    apply_rate: ApplyRate,
+    /// This member's share of the writesets ordered lately: its writers' part of a pace.
+    share: f64,
+    /// When the next of our writers may submit under the pace in force.
+    next_turn: Option<Duration>,
 }
 
-/// One episode of this member holding the writers back, from its first slow-down or stop
-/// ordered to its resume.
+impl Default for FlowControl {
+    fn default() -> Self {
+        FlowControl {
+            stopping: BTreeSet::new(),
+            pacing: BTreeMap::new(),
+            in_flight: None,
+            over_since_ms: None,
+            paused_since_ms: None,
+            paused_ms: 0,
+            reset_at_ms: 0,
+            stops_sent: 0,
+            stops_received: 0,
+            offset: 0,
+            episode: None,
+            big_applies: BTreeSet::new(),
+            apply_rate: ApplyRate::default(),
+            share: 0.5,
+            next_turn: None,
+        }
+    }
+}
+
+/// One episode of this member holding the writers back, from its first pace or stop ordered
+/// to its resume.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Episode {
     pub since_ms: u64,
     /// How long our stops were in force, and since when the current one is.
     pub stopped_ms: u64,
     stop_since_ms: Option<u64>,
-    /// The longest delay our slow-downs put on each writeset.
-    pub strongest_delay: Duration,
+    /// The slowest pace we asked for, in writesets a second.
+    pub slowest_pace: Option<u32>,
     /// Our apply queue at its longest while the episode lasted (past the Joined offset).
     pub longest_queue: usize,
 }
@@ -163,25 +266,27 @@ impl Episode {
         }
         match ask {
             Ask::Stop => self.stop_since_ms = Some(now_ms),
-            Ask::Slow(level) => self.strongest_delay = self.strongest_delay.max(slow_delay(level)),
+            Ask::Pace(rate) => self.slowest_pace = Some(self.slowest_pace.map_or(rate, |slowest| slowest.min(rate))),
             Ask::Resume => {}
         }
     }
 }
 
-/// What each writeset waits under slow level `level` (0: none).
-fn slow_delay(level: u8) -> Duration {
-    SLOW_STEP * u32::from(level.min(SLOW_LEVELS))
-}
-
-/// The slow level for `queued` events past `upper` for `over_ms`: the stronger of the
-/// backlog's (a level per sixteenth of three limits past it) and the time's (a level per
-/// `LEVEL_EVERY_MS` past the grace).
-fn slow_level(queued: f64, upper: f64, over_ms: u64) -> u8 {
-    let by_backlog = 1.0 + (queued - upper) * f64::from(SLOW_LEVELS - 1) / ((AT_ONCE_FACTOR - 1.0) * upper);
-    let by_time = 1 + over_ms.saturating_sub(OVER_LIMIT_GRACE_MS) / LEVEL_EVERY_MS;
-    let level = (by_backlog.max(1.0) as u64).max(by_time);
-    level.min(u64::from(SLOW_LEVELS)) as u8
+/// The pace to ask, in writesets a second for the whole group, or `None` for a stop: what our
+/// appliers get through (`apply_rate`), less what drains the `excess` over the lower limit
+/// in `DRAIN_MS`, but not below `SLOWEST_PACE_SHARE` of the apply rate, then falling with the
+/// time past the limit; scaled up by the writesets that do not reach our queue (our own,
+/// `share` of them), since the pace holds every writer. Appliers that got next to nothing
+/// done (`STUCK_APPLY_RATE`) are held by something no pace helps: a stop.
+fn pace(apply_rate: f64, excess: f64, share: f64, over_ms: u64) -> Option<u32> {
+    if apply_rate < STUCK_APPLY_RATE {
+        return None;
+    }
+    let drained = (apply_rate - excess * 1000.0 / DRAIN_MS).max(apply_rate * SLOWEST_PACE_SHARE);
+    let late = over_ms.saturating_sub(OVER_LIMIT_GRACE_MS) as f64 / (STOP_AFTER_MS - OVER_LIMIT_GRACE_MS) as f64;
+    let paced = drained * (1.0 - (1.0 - LAST_PACE_SHARE) * late.min(1.0));
+    let group = paced / (1.0 - share).max(0.1);
+    Some(group.min(f64::from(u32::MAX)) as u32)
 }
 
 impl FlowControl {
@@ -200,14 +305,47 @@ impl FlowControl {
         self.stopping.contains(&me)
     }
 
-    /// The members whose slow-down is in force.
-    pub fn slowing(&self) -> impl Iterator<Item = MemberId> + '_ {
-        self.slowing.keys().copied()
+    /// The members whose pace is in force.
+    pub fn pacing(&self) -> impl Iterator<Item = MemberId> + '_ {
+        self.pacing.keys().copied()
     }
 
-    /// What a writeset waits before it is ordered: the strongest slow-down in force.
-    pub fn writer_delay(&self) -> Duration {
-        slow_delay(self.slowing.values().copied().max().unwrap_or(0))
+    /// The slowest pace in force, in writesets a second for the whole group.
+    pub fn pace(&self) -> Option<u32> {
+        self.pacing.values().copied().min()
+    }
+
+    /// How far apart this member's writers submit their writesets: its share of the slowest
+    /// pace in force (at least half an even share, so a member that starts writing under a
+    /// pace is not shut out), and never more than `LONGEST_WRITER_INTERVAL`.
+    pub fn writer_interval(&self, members: usize) -> Duration {
+        let Some(rate) = self.pace() else { return Duration::ZERO };
+        let share = self.share.max(0.5 / members.max(1) as f64);
+        Duration::from_secs_f64(1.0 / (f64::from(rate) * share)).min(LONGEST_WRITER_INTERVAL)
+    }
+
+    /// How long a writer that is about to submit at `now` (any monotonic clock) waits for its
+    /// turn: one `writer_interval` after the turn before it, or at once if that is past (time
+    /// without writes earns no burst). Without a pace, at once.
+    pub fn writer_turn(&mut self, members: usize, now: Duration) -> Duration {
+        let interval = self.writer_interval(members);
+        if interval.is_zero() {
+            self.next_turn = None;
+            return Duration::ZERO;
+        }
+        let turn = self.next_turn.map_or(now, |next| next.max(now));
+        self.next_turn = Some(turn + interval);
+        turn - now
+    }
+
+    /// Our appliers' measured rate, in writesets a second (0 before it is known).
+    pub fn apply_rate(&self) -> f64 {
+        self.apply_rate.per_s().unwrap_or(0.0)
+    }
+
+    /// A writeset was ordered (and certified here); `ours`: this member sent it.
+    pub fn ordered_writeset(&mut self, ours: bool) {
+        self.share += (f64::from(u8::from(ours)) - self.share) / SHARE_WEIGHT;
     }
 
     /// The writeset at `seqno`, of `bytes` bytes, joined the apply queue.
@@ -220,7 +358,8 @@ impl FlowControl {
     /// The writeset at `seqno` is applied (or rolled back) and committed in order: so is
     /// every one before it.
     pub fn applied(&mut self, seqno: Seqno) {
-        // Called at every commit: nothing to do unless a big one is counted.
+        self.apply_rate.applied += 1;
+        // Called at every commit: nothing more to do unless a big one is counted.
         if !self.big_applies.is_empty() {
             self.big_applies.retain(|&big| big > seqno);
         }
@@ -232,10 +371,10 @@ impl FlowControl {
 
     /// What to ask now, given our apply queue, the members of the view, whether this member
     /// is exempt (desynced, a donor, not synced) and the time: once past the upper limit for
-    /// `OVER_LIMIT_GRACE_MS`, a slow-down in proportion to the backlog and stronger with time
-    /// (`slow_level`), then a stop after `STOP_AFTER_MS` (at once past `AT_ONCE_FACTOR` times
-    /// the limit); a resume at or below the lower limit (or once exempt). Nothing while a
-    /// request is in flight.
+    /// `OVER_LIMIT_GRACE_MS`, a pace its appliers can follow (`pace`), slower as the time
+    /// past it grows, then a stop after `STOP_AFTER_MS` (at once past `AT_ONCE_FACTOR` times
+    /// the limit, or while the apply rate is unknown); a resume at or below the lower limit
+    /// (or once exempt). Nothing while a request is in flight.
     pub fn decide(
         &mut self,
         me: MemberId,
@@ -245,6 +384,7 @@ impl FlowControl {
         settings: &FlowSettings,
         now_ms: u64,
     ) -> Option<Ask> {
+        self.apply_rate.observe(queue, !exempt && !self.applying_big(), now_ms);
         self.offset = self.offset.min(queue);
         if self.applying_big() {
             self.offset = self.offset.max(queue.min(BIG_APPLY_QUEUE_CAP));
@@ -263,12 +403,19 @@ impl FlowControl {
             return None;
         }
         let over_ms = self.over_since_ms.map_or(0, |since| now_ms.saturating_sub(since));
-        let wanted = if exempt || queued <= settings.lower(members) {
+        let lower = settings.lower(members);
+        let wanted = if exempt || queued <= lower {
             Ask::Resume
         } else if queued > AT_ONCE_FACTOR * upper || over_ms >= STOP_AFTER_MS {
             Ask::Stop
         } else if over_ms >= OVER_LIMIT_GRACE_MS {
-            Ask::Slow(slow_level(queued, upper, over_ms))
+            let paced = self.apply_rate.per_s().map(|rate| pace(rate, queued - lower, self.share, over_ms));
+            match paced {
+                Some(Some(rate)) => Ask::Pace(rate),
+                // Unknown yet: the stop comes in time.
+                None => return None,
+                Some(None) => Ask::Stop,
+            }
         } else {
             // Between the limits, or past the upper one for a moment: as it is.
             return None;
@@ -276,14 +423,16 @@ impl FlowControl {
         let current = if self.requested(me) {
             Ask::Stop
         } else {
-            self.slowing.get(&me).map_or(Ask::Resume, |&level| Ask::Slow(level))
+            self.pacing.get(&me).map_or(Ask::Resume, |&rate| Ask::Pace(rate))
         };
         // Only ever stronger while past the limit; all clear at the lower one.
         let ask = match (wanted, current) {
             (Ask::Resume, Ask::Resume) => return None,
             (Ask::Resume, _) => Ask::Resume,
-            (wanted, current) if wanted.code() > current.code() => wanted,
-            _ => return None,
+            (_, Ask::Stop) => return None,
+            (Ask::Stop, _) => Ask::Stop,
+            (Ask::Pace(rate), Ask::Pace(now)) if f64::from(rate) > f64::from(now) * STRONGER_PACE => return None,
+            (wanted, _) => wanted,
         };
         if ask == Ask::Stop {
             self.stops_sent += 1;
@@ -303,7 +452,7 @@ impl FlowControl {
                     since_ms: now_ms,
                     stopped_ms: 0,
                     stop_since_ms: None,
-                    strongest_delay: Duration::ZERO,
+                    slowest_pace: None,
                     longest_queue: 0,
                 });
             }
@@ -318,15 +467,15 @@ impl FlowControl {
             Ask::Stop => {
                 self.stops_received += 1;
                 self.stopping.insert(origin);
-                self.slowing.remove(&origin);
+                self.pacing.remove(&origin);
             }
-            Ask::Slow(level) => {
+            Ask::Pace(rate) => {
                 self.stopping.remove(&origin);
-                self.slowing.insert(origin, level);
+                self.pacing.insert(origin, rate);
             }
             Ask::Resume => {
                 self.stopping.remove(&origin);
-                self.slowing.remove(&origin);
+                self.pacing.remove(&origin);
             }
         }
         self.track(now_ms);
@@ -348,7 +497,7 @@ impl FlowControl {
     /// the stop of a member that restarted quickly: its new connection knows nothing of it.)
     pub fn view(&mut self, now_ms: u64) {
         self.stopping.clear();
-        self.slowing.clear();
+        self.pacing.clear();
         self.episode = None;
         self.track(now_ms);
     }
@@ -361,6 +510,7 @@ impl FlowControl {
         self.offset = 0;
         self.over_since_ms = None;
         self.big_applies.clear();
+        self.apply_rate = ApplyRate::default();
     }
 
     fn track(&mut self, now_ms: u64) {
@@ -421,46 +571,128 @@ mod tests {
 
     const GRACE: u64 = OVER_LIMIT_GRACE_MS;
 
+    /// Our appliers get through `per_s` writesets a second with work all along, for the
+    /// 100 ms from `from_ms` (the queue at 1, below any limit).
+    fn measure(fc: &mut FlowControl, per_s: u64, s: &FlowSettings, from_ms: u64) {
+        assert_eq!(fc.decide(ME, 1, 3, false, s, from_ms), None);
+        for seqno in 0..per_s / 10 {
+            fc.applied(seqno as Seqno);
+        }
+        assert_eq!(fc.decide(ME, 1, 3, false, s, from_ms + 100), None);
+    }
+
+    fn applied(fc: &mut FlowControl, count: u64) {
+        for seqno in 0..count {
+            fc.applied(seqno as Seqno);
+        }
+    }
+
     #[test]
-    fn a_member_past_its_limit_slows_then_stops_everyone_until_it_drains_below_factor_times_limit() {
+    fn the_pace_is_the_apply_rate_less_what_drains_the_excess_and_slower_with_time() {
+        // 10 events over the lower limit drain in DRAIN_MS (50 ms) at 200 a second less.
+        assert_eq!(pace(2_000.0, 10.0, 0.0, GRACE), Some(1_800));
+        // Half the writesets are ours and never reach our queue: the group may send twice as many.
+        assert_eq!(pace(2_000.0, 10.0, 0.5, GRACE), Some(3_600));
+        // Down to half at the stop's deadline, linearly from the grace.
+        assert_eq!(pace(2_000.0, 10.0, 0.0, (GRACE + STOP_AFTER_MS) / 2), Some(1_350));
+        assert_eq!(pace(2_000.0, 10.0, 0.0, STOP_AFTER_MS), Some(900));
+        // Never below half the apply rate before that: a backlog the pace cannot drain in
+        // time is the stop's, when it comes.
+        assert_eq!(pace(2_000.0, 95.0, 0.0, GRACE), Some(1_000));
+        assert_eq!(pace(2_000.0, 1_000.0, 0.0, STOP_AFTER_MS), Some(500));
+        // Appliers that get next to nothing done: a stop at once.
+        assert_eq!(pace(10.0, 1.0, 0.0, GRACE), None);
+        assert_eq!(pace(0.0, 1.0, 0.0, GRACE), None);
+    }
+
+    #[test]
+    fn the_apply_rate_is_measured_only_while_the_appliers_have_work_all_along() {
+        let s = settings(16, 1.0);
+        let mut fc = FlowControl::default();
+        assert_eq!(fc.apply_rate(), 0.0, "unknown yet");
+        measure(&mut fc, 2_000, &s, 0);
+        assert_eq!(fc.apply_rate(), 2_000.0);
+        // A window in which the queue emptied, a big writeset was being applied or the
+        // member was exempt (a joiner's queue waits for its state) says nothing of what the
+        // appliers can do.
+        applied(&mut fc, 5);
+        fc.decide(ME, 0, 3, false, &s, 110);
+        fc.decide(ME, 3, 3, false, &s, 200);
+        fc.decide(ME, 3, 3, true, &s, 300);
+        fc.queued(1_000, 100 << 20);
+        fc.decide(ME, 3, 3, false, &s, 400);
+        fc.decide(ME, 3, 3, false, &s, 500);
+        assert_eq!(fc.apply_rate(), 2_000.0);
+        fc.applied(1_000);
+        fc.decide(ME, 3, 3, false, &s, 600);
+        // Over the span: 25 more in 25 ms, then 50 ms without one (a slow writeset).
+        applied(&mut fc, 25);
+        fc.decide(ME, 3, 3, false, &s, 625);
+        assert_eq!(fc.apply_rate(), 1_800.0);
+        fc.decide(ME, 3, 3, false, &s, 675);
+        assert_eq!(fc.apply_rate(), 225.0 * 1_000.0 / 175.0);
+        // The span is the recent past (halved past twice its length): half a second at
+        // 3 000 a second leaves little of what came before.
+        for now in (700..=1_200).step_by(25) {
+            applied(&mut fc, 75);
+            fc.decide(ME, 3, 3, false, &s, now);
+        }
+        assert!((2_500.0..3_000.0).contains(&fc.apply_rate()), "{}", fc.apply_rate());
+    }
+
+    #[test]
+    fn a_member_past_its_limit_paces_then_stops_everyone_until_it_drains_below_factor_times_limit() {
         let s = settings(16, 0.5);
         let mut fc = FlowControl::default();
-        assert_eq!(fc.decide(ME, 16, 3, false, &s, 0), None);
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, 0), None, "past the limit, not for long yet");
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, GRACE - 1), None);
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, GRACE), Some(Ask::Slow(1)));
+        measure(&mut fc, 2_000, &s, 0);
+        assert_eq!(fc.decide(ME, 16, 3, false, &s, 100), None);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 100), None, "past the limit, not for long yet");
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 100 + GRACE - 1), None);
+        let first = pace(2_000.0, 9.0, 0.5, GRACE).expect("a pace");
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 100 + GRACE), Some(Ask::Pace(first)));
         // One request at a time.
-        assert_eq!(fc.decide(ME, 40, 3, false, &s, 2 * GRACE), None);
-        fc.ordered(ME, ME, Ask::Slow(1), 2 * GRACE);
+        assert_eq!(fc.decide(ME, 40, 3, false, &s, 100 + GRACE), None);
+        fc.ordered(ME, ME, Ask::Pace(first), 100 + GRACE);
         assert!(!fc.paused());
-        assert_eq!(fc.writer_delay(), SLOW_STEP);
-        // Stronger with time past the limit: a level per LEVEL_EVERY_MS.
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, 2 * GRACE), Some(Ask::Slow(3)));
-        fc.ordered(ME, ME, Ask::Slow(3), 2 * GRACE);
-        assert_eq!(fc.writer_delay(), 3 * SLOW_STEP);
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, 2 * GRACE + 1), None, "no stronger level yet");
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, STOP_AFTER_MS - 1), Some(Ask::Slow(SLOW_LEVELS)));
-        fc.ordered(ME, ME, Ask::Slow(SLOW_LEVELS), STOP_AFTER_MS - 1);
-        assert_eq!(fc.decide(ME, 17, 3, false, &s, STOP_AFTER_MS), Some(Ask::Stop));
+        assert_eq!(fc.pace(), Some(first));
+        // Slower with the time past the limit, the appliers keeping their rate; asked again
+        // only once it is markedly slower.
+        applied(&mut fc, 50);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 125), None, "not slower by enough yet");
+        applied(&mut fc, 110);
+        let second = pace(2_000.0, 9.0, 0.5, 80).expect("a pace");
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 180), Some(Ask::Pace(second)));
+        fc.ordered(ME, ME, Ask::Pace(second), 180);
+        assert_eq!(fc.decide(ME, 17, 3, false, &s, 100 + STOP_AFTER_MS), Some(Ask::Stop));
         fc.ordered(ME, ME, Ask::Stop, 1_000);
         assert!(fc.paused() && fc.requested(ME));
-        assert_eq!(fc.writer_delay(), Duration::ZERO, "a stop replaces the slow-down");
+        assert_eq!(fc.pace(), None, "a stop replaces the pace");
         assert_eq!(fc.decide(ME, 12, 3, false, &s, 1_050), None, "past the limit again: nothing weaker");
         assert_eq!(fc.decide(ME, 9, 3, false, &s, 1_100), None, "above factor × limit");
         assert_eq!(fc.decide(ME, 8, 3, false, &s, 1_200), Some(Ask::Resume));
-        // The episode: from the first slow-down ordered (at 20 ms) to the resume, stopped from
+        // The episode: from the first pace ordered (at 110 ms) to the resume, stopped from
         // 1 000 ms.
         let episode = fc.ordered(ME, ME, Ask::Resume, 1_250).expect("our resume ends the episode");
-        assert_eq!(episode.since_ms, 2 * GRACE);
+        assert_eq!(episode.since_ms, 100 + GRACE);
         assert_eq!(episode.stopped_ms, 250);
-        assert_eq!(episode.strongest_delay, SLOW_STEP * u32::from(SLOW_LEVELS));
+        assert_eq!(episode.slowest_pace, Some(second));
         assert_eq!(episode.longest_queue, 17, "queues seen once the episode began");
-        assert_eq!(fc.ordered(ME, ME, Ask::Resume, 1_300), None, "no episode without a slow-down or stop");
+        assert_eq!(fc.ordered(ME, ME, Ask::Resume, 1_300), None, "no episode without a pace or stop");
         assert!(!fc.paused());
-        assert_eq!(fc.writer_delay(), Duration::ZERO);
+        assert_eq!(fc.writer_interval(3), Duration::ZERO);
         assert_eq!(fc.paused_ms(5_000), 250);
         assert_eq!(fc.stops_sent(), 1);
         assert_eq!(fc.stops_received(), 1);
+    }
+
+    #[test]
+    fn appliers_that_get_nothing_done_stop_the_writers_after_the_grace() {
+        // A locked table holds the applier (MariaDB's galera_gcs_fc_limit): no pace helps.
+        let s = settings(1, 1.0);
+        let mut fc = FlowControl::default();
+        measure(&mut fc, 0, &s, 0);
+        assert_eq!(fc.decide(ME, 2, 3, false, &s, 100), None);
+        assert_eq!(fc.decide(ME, 2, 3, false, &s, 100 + GRACE), Some(Ask::Stop));
     }
 
     #[test]
@@ -497,16 +729,6 @@ mod tests {
     }
 
     #[test]
-    fn the_slow_down_follows_how_far_past_the_limit_the_queue_is() {
-        let s = settings(16, 1.0);
-        for (queue, level) in [(17, 1), (32, 6), (48, 11), (64, 16)] {
-            let mut fc = FlowControl::default();
-            assert_eq!(fc.decide(ME, queue, 3, false, &s, 0), None);
-            assert_eq!(fc.decide(ME, queue, 3, false, &s, GRACE), Some(Ask::Slow(level)), "{queue} queued");
-        }
-    }
-
-    #[test]
     fn a_burst_drained_within_the_grace_slows_nobody_and_a_flood_stops_at_once() {
         let s = settings(16, 1.0);
         let mut fc = FlowControl::default();
@@ -520,22 +742,39 @@ mod tests {
     }
 
     #[test]
-    fn the_strongest_slow_down_in_force_sets_the_writers_pace_and_a_view_ends_them_all() {
+    fn writers_take_turns_at_their_share_of_the_slowest_pace_until_a_view_ends_it() {
+        let ms = Duration::from_millis;
         let mut fc = FlowControl::default();
-        fc.ordered(ME, OTHER, Ask::Slow(1), 0);
-        fc.ordered(ME, MemberId(3), Ask::Slow(2), 0);
-        assert_eq!(fc.writer_delay(), 2 * SLOW_STEP);
-        assert_eq!(fc.slowing().collect::<Vec<_>>(), [OTHER, MemberId(3)]);
-        fc.ordered(ME, MemberId(3), Ask::Resume, 10);
-        assert_eq!(fc.writer_delay(), SLOW_STEP);
-        // A level past the strongest (a newer member's) counts as the strongest.
-        fc.ordered(ME, MemberId(3), Ask::Slow(200), 10);
-        assert_eq!(fc.writer_delay(), SLOW_STEP * u32::from(SLOW_LEVELS));
-        fc.view(20);
-        assert_eq!(fc.writer_delay(), Duration::ZERO);
-        for ask in [Ask::Stop, Ask::Slow(2), Ask::Resume] {
-            assert_eq!(Ask::from_code(ask.code()), ask);
+        fc.ordered(ME, OTHER, Ask::Pace(4_000), 0);
+        fc.ordered(ME, MemberId(3), Ask::Pace(1_000), 0);
+        assert_eq!(fc.pace(), Some(1_000));
+        assert_eq!(fc.pacing().collect::<Vec<_>>(), [OTHER, MemberId(3)]);
+        // Half the writesets lately were ours: one every 2 ms of 1 000 a second.
+        assert_eq!(fc.writer_interval(3), ms(2));
+        assert_eq!(fc.writer_turn(3, ms(10)), Duration::ZERO);
+        assert_eq!(fc.writer_turn(3, ms(10)), ms(2));
+        assert_eq!(fc.writer_turn(3, ms(11)), ms(3));
+        assert_eq!(fc.writer_turn(3, ms(100)), Duration::ZERO, "time without writes earns no burst");
+        // A member that did not write lately still gets half an even share.
+        for _ in 0..1_000 {
+            fc.ordered_writeset(false);
         }
+        assert!((fc.writer_interval(3).as_secs_f64() - 0.006).abs() < 1e-6);
+        // A pace slower than a writer should wait is a stop's job.
+        fc.ordered(ME, MemberId(3), Ask::Pace(1), 10);
+        assert_eq!(fc.writer_interval(3), LONGEST_WRITER_INTERVAL);
+        fc.ordered(ME, MemberId(3), Ask::Resume, 10);
+        assert_eq!(fc.pace(), Some(4_000));
+        fc.view(20);
+        assert_eq!(fc.pace(), None);
+        assert_eq!(fc.writer_turn(3, ms(200)), Duration::ZERO);
+        for ask in [Ask::Stop, Ask::Pace(2_500), Ask::Resume] {
+            let (code, rate) = ask.to_wire();
+            assert_eq!(Ask::from_wire(code, rate), ask);
+        }
+        // An earlier version's slow-down (no rate) and unknown codes ask for nothing.
+        assert_eq!(Ask::from_wire(1, 0), Ask::Resume);
+        assert_eq!(Ask::from_wire(7, 9), Ask::Resume);
     }
 
     #[test]
@@ -568,24 +807,29 @@ mod tests {
     fn a_member_that_just_joined_counts_only_what_it_queues_beyond_its_backlog() {
         let s = settings(16, 1.0);
         let mut fc = FlowControl::default();
+        measure(&mut fc, 2_000, &s, 0);
         fc.joined(700);
-        assert_eq!(fc.decide(ME, 710, 2, false, &s, 0), None);
-        assert_eq!(fc.decide(ME, 710, 2, false, &s, 4 * GRACE), None);
+        assert_eq!(fc.decide(ME, 710, 2, false, &s, 100), None);
+        assert_eq!(fc.decide(ME, 710, 2, false, &s, 100 + 4 * GRACE), None);
         // It drained to 100: the offset follows, and 100 + 17 is past the limit again.
-        assert_eq!(fc.decide(ME, 100, 2, false, &s, 100), None);
-        assert_eq!(fc.decide(ME, 117, 2, false, &s, 100), None);
-        assert_eq!(fc.decide(ME, 117, 2, false, &s, 100 + GRACE), Some(Ask::Slow(1)));
+        applied(&mut fc, 210);
+        assert_eq!(fc.decide(ME, 100, 2, false, &s, 200), None);
+        assert_eq!(fc.decide(ME, 117, 2, false, &s, 200), None);
+        let paced = fc.decide(ME, 117, 2, false, &s, 200 + GRACE);
+        assert!(matches!(paced, Some(Ask::Pace(_))), "{paced:?}");
     }
 
     #[test]
     fn a_refused_request_is_decided_again_and_the_limit_grows_with_the_members() {
         let s = FlowSettings { limit: 16, factor: 1.0, single_primary: false };
         let mut fc = FlowControl::default();
+        measure(&mut fc, 2_000, &s, 0);
         // 16 × √4 = 32.
-        assert_eq!(fc.decide(ME, 32, 4, false, &s, 0), None);
-        assert_eq!(fc.decide(ME, 33, 4, false, &s, 0), None);
-        assert_eq!(fc.decide(ME, 33, 4, false, &s, GRACE), Some(Ask::Slow(1)));
+        assert_eq!(fc.decide(ME, 32, 4, false, &s, 100), None);
+        assert_eq!(fc.decide(ME, 33, 4, false, &s, 100), None);
+        let paced = |over| Some(Ask::Pace(pace(2_000.0, 1.0, 0.5, over).expect("a pace")));
+        assert_eq!(fc.decide(ME, 33, 4, false, &s, 100 + GRACE), paced(GRACE));
         fc.refused();
-        assert_eq!(fc.decide(ME, 33, 4, false, &s, GRACE + 1), Some(Ask::Slow(1)));
+        assert_eq!(fc.decide(ME, 33, 4, false, &s, 100 + GRACE + 1), paced(GRACE + 1));
     }
 }

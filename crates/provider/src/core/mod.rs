@@ -189,6 +189,10 @@ pub struct Connection {
     pub catch_up: CatchUp,
     /// Id of our latest state request (0: none sent).
     pub request_id: u64,
+    /// Ids of our earlier state requests in this connection (the last few): one asked again
+    /// (not ordered in time, or no donor then) may still be ordered late, and its donor act
+    /// on it.
+    pub earlier_requests: Vec<u64>,
     /// Where donors send us the incremental transfer (`ist.recv_addr`).
     pub ist_addr: String,
     /// `wsrep_sst_donor`.
@@ -216,6 +220,22 @@ pub struct Connection {
     /// The certification checkpoint found at the start, until the first delivery says
     /// whether it fits.
     pub checkpoint: Option<Box<Checkpoint>>,
+}
+
+/// How many earlier state requests a connection remembers (`Connection::earlier_requests`).
+const EARLIER_REQUESTS: usize = 16;
+
+impl Connection {
+    /// A new state request of ours: the one before it may still be ordered.
+    fn new_request_id(&mut self, id: u64) {
+        if self.request_id != 0 {
+            if self.earlier_requests.len() == EARLIER_REQUESTS {
+                self.earlier_requests.remove(0);
+            }
+            self.earlier_requests.push(self.request_id);
+        }
+        self.request_id = id;
+    }
 }
 
 /// What only the delivery path touches besides the monitors and the index.

@@ -454,6 +454,7 @@ impl<W: Clone + PartialEq> Core<W> {
             Verdict::Pass { depends_on } => Verdict::Pass { depends_on: depends_on.max(self.ordering.barrier) },
             Verdict::Fail => Verdict::Fail,
         };
+        self.flow.ordered_writeset(ws.source.node == self.member());
         let with_group_state = self.ordering.index_from_group;
         self.observed(|| super::Observation::Certified { seqno, verdict, with_group_state });
         self.ordering.delivered = seqno;
@@ -668,10 +669,10 @@ impl<W: Clone + PartialEq> Core<W> {
                 self.ordering.verdicts.forget_before(self.ordering.delivered);
             }
             Control::Vote { seqno, outcome } => self.on_vote(origin, seqno, outcome, live),
-            Control::Flow { ask } => {
+            Control::Flow { ask, rate } => {
                 // Replayed ones (from before a restart) are of a past connection.
                 if live {
-                    self.flow_ordered(origin, ask);
+                    self.flow_ordered(origin, ask, rate);
                 }
             }
             Control::Synced { since } => {
@@ -685,7 +686,12 @@ impl<W: Clone + PartialEq> Core<W> {
             }
             Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id, own_order } => {
                 let Some(c) = self.connection.as_ref() else { return };
-                let ours = origin == me && id == c.request_id;
+                let current = origin == me && id == c.request_id;
+                // An earlier request of ours ordered late while we still wait for a donor: its
+                // donor will act on it (its snapshot reaches the server's script, which still
+                // listens), so it is our request from here.
+                let late = origin == me && c.catch_up == CatchUp::Waiting && c.earlier_requests.contains(&id);
+                let ours = current || late;
                 let able = self.ordering.synced.iter().filter(|id| !self.failure_vote_open(**id)).copied().collect();
                 let donor = choose_donor(&c.view.members, &able, origin, &donors);
                 let joiner_name = c.view.members.iter().find(|m| m.id == origin).map_or("?", |m| m.name.as_str());
@@ -693,7 +699,7 @@ impl<W: Clone + PartialEq> Core<W> {
                     if live {
                         // A Note: a joiner asks again, and a busy cluster is no fault.
                         log::info!("member {joiner_name} requested state transfer but no member can donate now");
-                        if ours && self.phase == Phase::Joining(super::phase::Handshake::Requested) {
+                        if current && self.phase == Phase::Joining(super::phase::Handshake::Requested) {
                             self.set_phase(Phase::Joining(super::phase::Handshake::NoDonor));
                         }
                     }
@@ -715,7 +721,16 @@ impl<W: Clone + PartialEq> Core<W> {
                     let c = self.connection.as_mut().expect("checked");
                     let incarnation = c.view.members.iter().find(|m| m.id == donor).map_or(0, |m| m.incarnation);
                     c.donor = Some((donor, incarnation));
-                    if c.catch_up == CatchUp::Waiting {
+                    if late {
+                        log::info!(
+                            "an earlier state request of this node was ordered late, with a donor: waiting for it"
+                        );
+                        c.request_id = id;
+                        if self.phase == Phase::Joining(super::phase::Handshake::NoDonor) {
+                            self.set_phase(Phase::Joining(super::phase::Handshake::Requested));
+                        }
+                    }
+                    if self.connection.as_ref().is_some_and(|c| c.catch_up == CatchUp::Waiting) {
                         self.set_catch_up(CatchUp::AtRequest(after));
                     }
                 }

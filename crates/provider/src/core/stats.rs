@@ -138,7 +138,7 @@ impl<W: Clone + PartialEq> Core<W> {
             .map_or(String::new(), |m| m.name.clone());
         let name_of = |id| connection.and_then(|c| c.view.members.iter().find(|m| m.id == id)).map(|m| m.name.clone());
         let paused_by: Vec<String> = self.flow.stopping().filter_map(name_of).collect();
-        let slowed_by: Vec<String> = self.flow.slowing().filter_map(name_of).collect();
+        let paced_by: Vec<String> = self.flow.pacing().filter_map(name_of).collect();
         let vars: Vec<(&'static str, StatValue)> = vec![
             ("local_state_uuid", Text(self.group().to_string())),
             ("protocol_version", Int(11)),
@@ -174,8 +174,13 @@ impl<W: Clone + PartialEq> Core<W> {
             ("flow_control_requested", Text(connection.is_some_and(|c| self.flow.requested(c.me)).to_string())),
             // Ours: which members hold the writers now (their wsrep_node_name), on every node.
             ("flow_control_paused_by", Text(paused_by.join(","))),
-            ("flow_control_slowed_by", Text(slowed_by.join(","))),
-            ("flow_control_writer_delay_us", Int(self.flow.writer_delay().as_micros() as i64)),
+            // Ours: the members whose pace is in force, the slowest (writesets a second for the
+            // whole group, 0 for none), how far apart it spaces this node's writesets, and the
+            // apply rate this node measured on its appliers (what its pace is set from).
+            ("flow_control_paced_by", Text(paced_by.join(","))),
+            ("flow_control_pace", Int(self.flow.pace().map_or(0, i64::from))),
+            ("flow_control_writer_interval_us", Int(self.flow.writer_interval(members.len()).as_micros() as i64)),
+            ("flow_control_apply_rate", Double(self.flow.apply_rate())),
             ("cert_deps_distance", Double(average(c.deps_distance_sum, c.certified))),
             ("apply_oooe", Double(c.apply_monitor.out_of_order_share())),
             ("apply_oool", Double(0.0)),

@@ -336,3 +336,30 @@ fn a_donor_asked_for_the_stream_alone_runs_no_script() {
     assert_eq!(sent(&mut core), [SYNCED], "back among the donors");
     assert_eq!(core.desync_count, 0);
 }
+
+#[test]
+fn an_earlier_request_ordered_late_with_a_donor_is_the_joiners_request() {
+    let mut core = Core::new(settings(), Gtid::UNDEFINED, true);
+    let generation = open(&mut core, JOINER, false);
+    assert!(core.on_delivered(generation, 2, view(2, &[DONOR, JOINER]), live()));
+    assert!(matches!(core.next_task(generation, &APPLIER), Some(Task::Run(Event::View { .. }))));
+    // The first request is not ordered in time (a partition): the handshake asks again.
+    assert!(matches!(core.begin_state_request(generation, REQUEST), RequestStart::Send { .. }));
+    assert!(matches!(core.begin_state_request(generation, REQUEST + 1), RequestStart::Send { .. }));
+    // The first is ordered after all, and its donor acts on it: its snapshot reaches the
+    // server's script, which still listens. Waiting for the second would wait for ever.
+    core.on_delivered(generation, 2, control(JOINER, request(REQUEST)), live());
+    assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(2)));
+    assert_eq!(core.connection().unwrap().request_id, REQUEST);
+    assert_eq!(core.handshake_step(generation, &APPLIER), None, "waits for the server's result");
+    let again = core.begin_state_request(generation, REQUEST + 2);
+    assert!(matches!(again, RequestStart::AlreadyReceived), "nothing more to ask: {again:?}");
+    install_donor_stream(&mut core, generation);
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 2), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 2)));
+    // The second, ordered later, is no longer ours: its donor's failure ends nothing here.
+    core.on_delivered(generation, 2, control(JOINER, request(REQUEST + 1)), live());
+    core.on_delivered(generation, 2, control(DONOR, failure(JOINER, REQUEST + 1, -111)), live());
+    assert!(!core.is_failed());
+    assert!(core.can_replicate());
+}

@@ -5,6 +5,7 @@ use crate::application::{WsHandle, TRX_ID_UNDEFINED};
 use crate::certification::{Key, KeySet, KeyType, Verdict};
 use crate::types::{flags, Gtid, Seqno, SourceTrx, Status, TrxMeta, Uuid, SEQNO_UNDEFINED};
 use crate::writeset::Writeset;
+use std::time::Duration;
 
 /// An isolated statement as the server gives it: its keys' parts, and its data.
 pub type Statement = (Vec<Vec<Vec<u8>>>, Vec<u8>);
@@ -17,9 +18,9 @@ pub const REMOTE_HANDLE: u64 = 1 << 63;
 pub enum CertifyStart {
     /// Nothing to order: the call's result.
     Done(Status, TrxMeta),
-    /// Wait `pace` (a flow-control slow-down), encode and submit this writeset (outside the
-    /// lock), then wait for its outcome.
-    Submit { writeset: Writeset, local_id: u64, pace: std::time::Duration },
+    /// Wait `pace` (this member's turn under a flow-control pace), encode and submit this
+    /// writeset (outside the lock), then wait for its outcome.
+    Submit { writeset: Writeset, local_id: u64, pace: Duration },
 }
 
 /// What a replay applies, on the transaction's own client thread.
@@ -111,9 +112,17 @@ impl<W: Clone + PartialEq> Core<W> {
         (ws, local_id)
     }
 
-    /// The first half of `certify`: checks, then the writeset to order. `None` while the
-    /// node is paused (FTWRL, donor), after registering `waiter`; a BF abort ends that wait.
-    pub fn certify_start(&mut self, conn_id: u64, handle: WsHandle, ws_flags: u32, waiter: &W) -> Option<CertifyStart> {
+    /// The first half of `certify`, at `now` (any monotonic clock): checks, then the writeset
+    /// to order. `None` while the node is paused (FTWRL, donor), after registering `waiter`;
+    /// a BF abort ends that wait.
+    pub fn certify_start(
+        &mut self,
+        conn_id: u64,
+        handle: WsHandle,
+        ws_flags: u32,
+        waiter: &W,
+        now: Duration,
+    ) -> Option<CertifyStart> {
         let unordered = TrxMeta::unordered(SourceTrx { node: self.member(), trx_id: handle.trx_id, conn_id });
         let Some(id) = self.handle_id(handle) else {
             // Nothing was appended: nothing to replicate.
@@ -152,7 +161,14 @@ impl<W: Clone + PartialEq> Core<W> {
         let source = SourceTrx { node: self.member(), trx_id, conn_id };
         let (writeset, local_id) = self.prepare_writeset(source, ws_flags, keys, data, Some(id));
         self.trxs.get_mut(&id).expect("looked up above").local_id = local_id;
-        Some(CertifyStart::Submit { writeset, local_id, pace: self.flow.writer_delay() })
+        // A streaming transaction's fragments take no turns under a pace (a stop holds them):
+        // one at a time, each already waits for its own certification, and a fragment kept
+        // waiting keeps its rows locked; paced like small writesets, a 1 MB-fragment UPDATE
+        // took 1.3-1.4 times as long (docs/design/flow-control.md).
+        let whole = ws_flags & flags::TRX_START != 0 && ws_flags & flags::TRX_END != 0;
+        let members = self.connection.as_ref().map_or(1, |c| c.view.members.len());
+        let pace = if whole { self.flow.writer_turn(members, now) } else { Duration::ZERO };
+        Some(CertifyStart::Submit { writeset, local_id, pace })
     }
 
     /// The second half of `certify`: the outcome once the writeset is ordered and

@@ -85,6 +85,8 @@ pub struct Provider {
     link: Mutex<Option<Arc<Link>>>,
     /// The process is being ended (`end_process`): later callers wait for it.
     ending: AtomicBool,
+    /// The clock of flow control's writer turns.
+    started: Instant,
 }
 
 /// What the core needs of the options.
@@ -131,6 +133,7 @@ impl Provider {
             saved: Mutex::new(SavedStateWriter { file, written: 0 }),
             link: Mutex::new(None),
             ending: AtomicBool::new(false),
+            started: Instant::now(),
         })
     }
 

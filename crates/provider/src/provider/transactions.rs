@@ -23,13 +23,14 @@ impl Provider {
 
     /// Orders and certifies the transaction's writeset.
     pub fn certify(&self, conn_id: u64, handle: WsHandle, ws_flags: u32) -> (Status, TrxMeta) {
-        let start = self.wait_for(None, |core, me| core.certify_start(conn_id, handle, ws_flags, me));
+        let start =
+            self.wait_for(None, |core, me| core.certify_start(conn_id, handle, ws_flags, me, self.started.elapsed()));
         let (writeset, local_id, pace) = match start.expect("no deadline") {
             CertifyStart::Done(status, meta) => return (status, meta),
             CertifyStart::Submit { writeset, local_id, pace } => (writeset, local_id, pace),
         };
         if !pace.is_zero() {
-            // A slow-down of flow control: a few milliseconds at most (flow::SLOW_STEP, SLOW_LEVELS).
+            // Our turn under a flow-control pace: tens of milliseconds at most.
             std::thread::sleep(pace);
         }
         let submitted = Instant::now();

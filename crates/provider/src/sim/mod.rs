@@ -92,6 +92,9 @@ impl Sim {
             isolation_per_million: rng.range(0, 20_000) as u32,
             optimistic_pa: rng.chance(700_000),
             checkpoint_bytes: scenario.gcache_bytes / 16,
+            // Tight limits too, so that paces and stops come into play.
+            fc_limit: rng.range(2, 17),
+            apply_us: if rng.chance(500_000) { 0 } else { rng.range(1_000, 10_000) },
         };
         if trace {
             println!("provider workload {workload:?}");
@@ -276,6 +279,9 @@ impl Sim {
     }
 }
 
+/// After the quiet time, how many more seconds a node still catching up may take.
+const CATCH_UP_MORE_S: u32 = 60;
+
 /// Runs one seed: form the cluster, chaos, heal, quiet, judge.
 pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
     let mut scenario = Scenario::from_seed(seed);
@@ -301,6 +307,13 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
         node.quiet = true;
     }
     sim.run_for(15_000)?;
+    // Slow appliers may need longer to catch up with a backlog; a bounded wait for them.
+    for _ in 0..CATCH_UP_MORE_S {
+        if !sim.lagging() {
+            break;
+        }
+        sim.run_for(1_000)?;
+    }
     sim.end_state(acked_after_heal)?;
     Ok(Outcome {
         seed,
@@ -316,6 +329,12 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
 }
 
 impl Sim {
+    /// A live node has committed less than another.
+    fn lagging(&self) -> bool {
+        let committed = || self.nodes.iter().filter(|n| n.phase().is_some()).map(|n| n.db.committed);
+        committed().min() != committed().max()
+    }
+
     fn acked_count(&self) -> u64 {
         self.checks.acked_count()
     }

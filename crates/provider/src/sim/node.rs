@@ -22,6 +22,7 @@ use crate::writeset::{Control, Writeset};
 use lockstep_group::sim::Sim as GroupSim;
 use lockstep_group::MemberId;
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 /// Identifies a simulated server thread of one node: clients from 0, appliers from here.
 pub type Waiter = u32;
@@ -48,6 +49,11 @@ pub struct Workload {
     pub optimistic_pa: bool,
     /// `Settings::checkpoint_bytes`, from the scenario's cache size.
     pub checkpoint_bytes: u64,
+    /// `gcs.fc_limit`.
+    pub fc_limit: u64,
+    /// How long applying a writeset takes, in microseconds (0: at once), so that appliers
+    /// can fall behind the writers and flow control comes into play.
+    pub apply_us: u64,
 }
 
 /// A deterministic generator (splitmix64), the node's own.
@@ -94,12 +100,40 @@ impl Trx {
 #[derive(Debug)]
 enum Client {
     Idle,
-    Executing { trx: Trx, until_ms: u64 },
-    Certifying { trx: Trx, local_id: u64 },
-    Committing { trx: Trx, seqno: Seqno, passed: bool },
-    Replaying { trx: Trx, plan: Option<ReplayPlan> },
-    Isolated { conn: u64, statement: Option<crate::core::Statement>, local_id: Option<u64> },
-    Causal { barrier: Option<u64>, point: Option<Seqno>, acked_before: Seqno },
+    Executing {
+        trx: Trx,
+        until_ms: u64,
+    },
+    /// Waiting for its turn under a flow-control pace before it submits.
+    Paced {
+        trx: Trx,
+        local_id: u64,
+        writeset: Box<Writeset>,
+        until_ms: u64,
+    },
+    Certifying {
+        trx: Trx,
+        local_id: u64,
+    },
+    Committing {
+        trx: Trx,
+        seqno: Seqno,
+        passed: bool,
+    },
+    Replaying {
+        trx: Trx,
+        plan: Option<ReplayPlan>,
+    },
+    Isolated {
+        conn: u64,
+        statement: Option<crate::core::Statement>,
+        local_id: Option<u64>,
+    },
+    Causal {
+        barrier: Option<u64>,
+        point: Option<Seqno>,
+        acked_before: Seqno,
+    },
 }
 
 #[derive(Debug)]
@@ -114,6 +148,13 @@ enum Applier {
         seqno: Seqno,
         writeset: Box<Writeset>,
         failed: bool,
+    },
+    /// Applying takes the workload's `apply_us`, after what the applier applied before.
+    Applying {
+        seqno: Seqno,
+        writeset: Box<Writeset>,
+        failed: bool,
+        until_us: u64,
     },
     Order {
         seqno: Seqno,
@@ -150,6 +191,8 @@ pub struct Node {
     checkpoint: Option<Box<Checkpoint>>,
     clients: Vec<Client>,
     appliers: Vec<Applier>,
+    /// Until when (µs) each applier is busy with what it took before.
+    applier_busy_until_us: Vec<u64>,
     runnable: BTreeSet<Waiter>,
     /// Row -> the client whose transaction holds it.
     locks: BTreeMap<u8, usize>,
@@ -236,6 +279,7 @@ impl Node {
             checkpoint: None,
             clients: (0..workload.clients).map(|_| Client::Idle).collect(),
             appliers: Vec::new(),
+            applier_busy_until_us: Vec::new(),
             runnable: BTreeSet::new(),
             locks: BTreeMap::new(),
             next_trx: 1,
@@ -253,7 +297,7 @@ impl Node {
         let position = crate::core::starting_position(self.saved, self.db.position());
         let safe = self.saved.is_none_or(|s| s.safe_to_bootstrap);
         let settings = Settings {
-            flow: FlowSettings::default(),
+            flow: FlowSettings { limit: self.workload.fc_limit, ..FlowSettings::default() },
             optimistic_pa: self.workload.optimistic_pa,
             log_conflicts: false,
             max_writeset_bytes: 1 << 20,
@@ -273,6 +317,7 @@ impl Node {
         self.incarnation = incarnation;
         self.clients = (0..self.workload.clients).map(|_| Client::Idle).collect();
         self.appliers = (0..self.workload.appliers).map(|_| Applier::Idle).collect();
+        self.applier_busy_until_us = vec![0; self.workload.appliers];
         self.locks.clear();
         self.fatal = false;
         self.at_request_since = None;
@@ -351,7 +396,7 @@ impl Node {
         self.observe(env)?;
         // Clients with time-driven work run every step; the rest only when woken.
         for c in 0..self.clients.len() {
-            if matches!(self.clients[c], Client::Idle | Client::Executing { .. }) {
+            if matches!(self.clients[c], Client::Idle | Client::Executing { .. } | Client::Paced { .. }) {
                 self.runnable.insert(c as Waiter);
             }
         }
@@ -421,20 +466,27 @@ impl Node {
                     return Ok(Step::Block(Client::Executing { trx, until_ms }));
                 }
                 let flags = flags::TRX_START | flags::TRX_END;
-                match self.core().certify_start(c as u64, trx.handle(), flags, &me) {
+                match self.core().certify_start(c as u64, trx.handle(), flags, &me, Duration::from_millis(env.now_ms)) {
                     // Paused: woken when the pause ends or the transaction is aborted.
                     None => Step::Block(Client::Executing { trx, until_ms }),
                     Some(CertifyStart::Done(_, _)) => {
                         self.end_trx(c, &trx);
                         Step::Continue(Client::Idle)
                     }
-                    Some(CertifyStart::Submit { writeset, local_id, .. }) => {
-                        if !env.group.submit_tagged(self.id, writeset.encode(), local_id, false) {
-                            self.core().submit_impossible(local_id);
-                        }
-                        Step::Continue(Client::Certifying { trx, local_id })
+                    Some(CertifyStart::Submit { writeset, local_id, pace }) => {
+                        let until_ms = env.now_ms + pace.as_micros().div_ceil(1_000) as u64;
+                        Step::Continue(Client::Paced { trx, local_id, writeset: Box::new(writeset), until_ms })
                     }
                 }
+            }
+            Client::Paced { trx, local_id, writeset, until_ms } => {
+                if env.now_ms < until_ms {
+                    return Ok(Step::Block(Client::Paced { trx, local_id, writeset, until_ms }));
+                }
+                if !env.group.submit_tagged(self.id, writeset.encode(), local_id, false) {
+                    self.core().submit_impossible(local_id);
+                }
+                Step::Continue(Client::Certifying { trx, local_id })
             }
             Client::Certifying { trx, local_id } => match self.core().certify_outcome(trx.handle(), local_id, &me) {
                 None => Step::Block(Client::Certifying { trx, local_id }),
@@ -654,6 +706,7 @@ impl Node {
         for holder in holders {
             let trx_id = match &self.clients[holder] {
                 Client::Executing { trx, .. }
+                | Client::Paced { trx, .. }
                 | Client::Certifying { trx, .. }
                 | Client::Committing { trx, .. }
                 | Client::Replaying { trx, .. } => trx.id,
@@ -664,7 +717,10 @@ impl Node {
                 // The server rolls the victim back at once: its rows are free.
                 self.locks.retain(|_, h| *h != holder);
                 match &mut self.clients[holder] {
-                    Client::Executing { trx, .. } | Client::Certifying { trx, .. } | Client::Committing { trx, .. } => {
+                    Client::Executing { trx, .. }
+                    | Client::Paced { trx, .. }
+                    | Client::Certifying { trx, .. }
+                    | Client::Committing { trx, .. } => {
                         trx.bf_rolled_back = true;
                     }
                     _ => {}
@@ -720,12 +776,24 @@ impl Node {
                     self.take_locks(seqno, None, &writes)
                 };
                 if free {
-                    Step::Continue(Applier::Order { seqno, writeset, failed })
+                    // Several short applies fit in one step of the simulation.
+                    let busy_until = &mut self.applier_busy_until_us[a];
+                    let until_us = (*busy_until).max(env.now_ms * 1_000) + self.workload.apply_us;
+                    *busy_until = until_us;
+                    Step::Continue(Applier::Applying { seqno, writeset, failed, until_us })
                 } else {
                     // Waits for a transaction ordered before it: it looks again each step.
                     self.runnable.insert(me);
                     Step::Block(Applier::Locks { seqno, writeset, failed })
                 }
+            }
+            Applier::Applying { seqno, writeset, failed, until_us } => {
+                if env.now_ms * 1_000 < until_us {
+                    // Time-driven: it looks again each step.
+                    self.runnable.insert(me);
+                    return Ok(Step::Block(Applier::Applying { seqno, writeset, failed, until_us }));
+                }
+                Step::Continue(Applier::Order { seqno, writeset, failed })
             }
             Applier::Order { seqno, writeset, failed } => {
                 let handle = WsHandle { trx_id: writeset.source.trx_id, opaque: REMOTE_HANDLE | seqno as u64 };
