@@ -575,9 +575,7 @@ mod tests {
     /// 100 ms from `from_ms` (the queue at 1, below any limit).
     fn measure(fc: &mut FlowControl, per_s: u64, s: &FlowSettings, from_ms: u64) {
         assert_eq!(fc.decide(ME, 1, 3, false, s, from_ms), None);
-        for seqno in 0..per_s / 10 {
-            fc.applied(seqno as Seqno);
-        }
+        applied(fc, per_s / 10);
         assert_eq!(fc.decide(ME, 1, 3, false, s, from_ms + 100), None);
     }
 
