@@ -56,16 +56,22 @@ const SHARE_WEIGHT: f64 = 64.0;
 
 /// A writeset at least this big may take a second or more to apply by itself, and stopping
 /// the writers would not make it faster: from the moment it is queued until it is applied,
-/// what queues behind it does not count against the limit (up to `BIG_APPLY_QUEUE_CAP`
-/// events), and once it is applied the member counts only what it queues beyond that
-/// backlog, which shrinks as it drains (as a member that just joined). Above streaming
-/// fragments of 1 MB: those come one after another, and a member that let its queue grow
-/// behind each would hold its own clients' commits longer.
+/// what queues behind it does not count against the limit (up to `big_backlog_room`), and
+/// once it is applied the member counts only what it queues beyond that backlog, which
+/// shrinks as it drains (as a member that just joined). Above streaming fragments of 1 MB:
+/// those come one after another, and a member that let its queue grow behind each would hold
+/// its own clients' commits longer.
 const BIG_APPLY_BYTES: usize = 4 << 20;
-/// Past this many events queued behind a big writeset, the limit counts again: a bound on
-/// the member's lag (half the core's apply queue bound, beyond which deliveries wait in the
-/// group's log anyway; a few seconds of small writes).
-const BIG_APPLY_QUEUE_CAP: usize = super::APPLY_QUEUE_LIMIT / 2;
+/// The backlog behind a big writeset may grow to what the appliers drain in this long at
+/// their measured rate: the lag the member is left with once the big one is applied.
+const BIG_BACKLOG_BUDGET_MS: f64 = 5_000.0;
+/// Whatever the rate (or unknown), the backlog stays within three quarters of the core's apply
+/// queue bound, so the limit can count again beyond it before deliveries stop being taken.
+const BIG_BACKLOG_CAP: usize = super::APPLY_QUEUE_LIMIT / 4 * 3;
+/// A big writeset that has been applying for a time is expected to need about as long again:
+/// past half its room, the member paces the writers so that what is left of the room lasts
+/// that long (never less than this).
+const BIG_PACE_HORIZON_MS: f64 = 1_000.0;
 
 /// Galera's flow-control options, as the core uses them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -214,8 +220,9 @@ pub struct FlowControl {
     offset: usize,
     /// Our pace or stop in force, from the first until our resume: to log the episode.
     episode: Option<Episode>,
-    /// Big writesets queued or being applied here.
+    /// Big writesets queued or being applied here, and since when one is.
     big_applies: BTreeSet<Seqno>,
+    big_since_ms: Option<u64>,
     apply_rate: ApplyRate,
     /// This member's share of the writesets ordered lately: its writers' part of a pace.
     share: f64,
@@ -238,6 +245,7 @@ impl Default for FlowControl {
             offset: 0,
             episode: None,
             big_applies: BTreeSet::new(),
+            big_since_ms: None,
             apply_rate: ApplyRate::default(),
             share: 0.5,
             next_turn: None,
@@ -369,12 +377,36 @@ impl FlowControl {
         !self.big_applies.is_empty()
     }
 
+    /// How many events may queue behind a big writeset without counting against the limit:
+    /// what the appliers drain in `BIG_BACKLOG_BUDGET_MS` at their measured rate, within
+    /// `BIG_BACKLOG_CAP` (the cap itself while the rate is unknown).
+    fn big_backlog_room(&self) -> usize {
+        self.apply_rate
+            .per_s()
+            .map_or(BIG_BACKLOG_CAP, |rate| ((rate * BIG_BACKLOG_BUDGET_MS / 1000.0) as usize).min(BIG_BACKLOG_CAP))
+    }
+
+    /// The pace that makes the room left behind a big writeset last as long again as it has
+    /// been applying, once past half the room: `None` before (or without a big writeset).
+    fn big_pace(&self, queue: usize, now_ms: u64) -> Option<u32> {
+        let since_ms = self.big_since_ms?;
+        let room = self.big_backlog_room();
+        if queue <= room / 2 {
+            return None;
+        }
+        let left = room.saturating_sub(queue) as f64;
+        let horizon_ms = (now_ms.saturating_sub(since_ms) as f64).max(BIG_PACE_HORIZON_MS);
+        let ours = left * 1000.0 / horizon_ms;
+        Some((ours / (1.0 - self.share).max(0.1)).clamp(1.0, f64::from(u32::MAX)) as u32)
+    }
+
     /// What to ask now, given our apply queue, the members of the view, whether this member
     /// is exempt (desynced, a donor, not synced) and the time: once past the upper limit for
     /// `OVER_LIMIT_GRACE_MS`, a pace its appliers can follow (`pace`), slower as the time
     /// past it grows, then a stop after `STOP_AFTER_MS` (at once past `AT_ONCE_FACTOR` times
     /// the limit, or while the apply rate is unknown); a resume at or below the lower limit
-    /// (or once exempt). Nothing while a request is in flight.
+    /// (or once exempt), unless the backlog behind a big writeset calls for a pace
+    /// (`big_pace`). Nothing while a request is in flight.
     pub fn decide(
         &mut self,
         me: MemberId,
@@ -387,7 +419,10 @@ impl FlowControl {
         self.apply_rate.observe(queue, !exempt && !self.applying_big(), now_ms);
         self.offset = self.offset.min(queue);
         if self.applying_big() {
-            self.offset = self.offset.max(queue.min(BIG_APPLY_QUEUE_CAP));
+            self.big_since_ms.get_or_insert(now_ms);
+            self.offset = self.offset.max(queue.min(self.big_backlog_room()));
+        } else {
+            self.big_since_ms = None;
         }
         if let Some(episode) = self.episode.as_mut() {
             episode.longest_queue = episode.longest_queue.max(queue - self.offset);
@@ -404,8 +439,11 @@ impl FlowControl {
         }
         let over_ms = self.over_since_ms.map_or(0, |since| now_ms.saturating_sub(since));
         let lower = settings.lower(members);
-        let wanted = if exempt || queued <= lower {
+        let wanted = if exempt {
             Ask::Resume
+        } else if queued <= lower {
+            // Behind a big writeset, the room left is spread over the time it may still take.
+            self.big_pace(queue, now_ms).map_or(Ask::Resume, Ask::Pace)
         } else if queued > AT_ONCE_FACTOR * upper || over_ms >= STOP_AFTER_MS {
             Ask::Stop
         } else if over_ms >= OVER_LIMIT_GRACE_MS {
@@ -510,6 +548,7 @@ impl FlowControl {
         self.offset = 0;
         self.over_since_ms = None;
         self.big_applies.clear();
+        self.big_since_ms = None;
         self.apply_rate = ApplyRate::default();
     }
 
@@ -708,13 +747,6 @@ mod tests {
         // ...but what queues beyond it counts: 600 + 17 past the limit 16 for long enough.
         assert_eq!(fc.decide(ME, 617, 3, false, &s, 6_600), None);
         assert_eq!(fc.decide(ME, 617, 3, false, &s, 6_600 + STOP_AFTER_MS), Some(Ask::Stop));
-        // Past the cap the limit counts again, beyond the cap.
-        let mut fc = FlowControl::default();
-        fc.queued(9, 100 << 20);
-        let cap = BIG_APPLY_QUEUE_CAP;
-        assert_eq!(fc.decide(ME, cap, 3, false, &s, 0), None);
-        assert_eq!(fc.decide(ME, cap + 17, 3, false, &s, 0), None);
-        assert_eq!(fc.decide(ME, cap + 17, 3, false, &s, STOP_AFTER_MS), Some(Ask::Stop));
         // A later seqno applied means this one was too (commit order): it counts no more.
         let mut fc = FlowControl::default();
         fc.queued(3, 100 << 20);
@@ -724,6 +756,38 @@ mod tests {
         fc.queued(6, 2 << 20);
         assert_eq!(fc.decide(ME, 17, 3, false, &s, 0), None);
         assert_eq!(fc.decide(ME, 17, 3, false, &s, STOP_AFTER_MS), Some(Ask::Stop));
+    }
+
+    #[test]
+    fn past_half_its_room_a_big_writeset_paces_the_writers_so_that_the_room_lasts() {
+        let s = settings(16, 1.0);
+        let mut fc = FlowControl::default();
+        measure(&mut fc, 2_000, &s, 0);
+        // 5 s of the measured 2 000 a second.
+        assert_eq!(fc.big_backlog_room(), 10_000);
+        fc.queued(9, 100 << 20);
+        assert_eq!(fc.decide(ME, 5_000, 3, false, &s, 200), None, "half the room");
+        // 4 000 left, spread over at least a second; half the writesets are ours.
+        assert_eq!(fc.decide(ME, 6_000, 3, false, &s, 700), Some(Ask::Pace(8_000)));
+        fc.ordered(ME, ME, Ask::Pace(8_000), 700);
+        // Applying for 4 s: what is left should last 4 s more.
+        assert_eq!(fc.decide(ME, 8_000, 3, false, &s, 4_200), Some(Ask::Pace(1_000)));
+        fc.ordered(ME, ME, Ask::Pace(1_000), 4_200);
+        assert_eq!(fc.decide(ME, 8_100, 3, false, &s, 4_300), None, "not slower by enough yet");
+        // Past the room the limit counts again, beyond it: a stop in time.
+        assert_eq!(fc.decide(ME, 10_017, 3, false, &s, 5_000), None);
+        assert_eq!(fc.decide(ME, 10_017, 3, false, &s, 5_000 + GRACE), None, "the pace in force is slower");
+        assert_eq!(fc.decide(ME, 10_017, 3, false, &s, 5_000 + STOP_AFTER_MS), Some(Ask::Stop));
+        fc.ordered(ME, ME, Ask::Stop, 5_200);
+        // Applied: its backlog drains without holding anyone.
+        fc.applied(9);
+        assert_eq!(fc.decide(ME, 5_000, 3, false, &s, 6_000), Some(Ask::Resume));
+        // With no rate measured yet, the room is the cap.
+        let mut fc = FlowControl::default();
+        fc.queued(9, 100 << 20);
+        assert_eq!(fc.big_backlog_room(), BIG_BACKLOG_CAP);
+        assert_eq!(fc.decide(ME, BIG_BACKLOG_CAP / 2, 3, false, &s, 0), None);
+        assert_eq!(fc.decide(ME, BIG_BACKLOG_CAP, 3, false, &s, 100), Some(Ask::Pace(1)), "none left");
     }
 
     #[test]
