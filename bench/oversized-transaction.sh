@@ -9,7 +9,10 @@
 # images before and after, about ROWS × 2 × (VALUE_BYTES + 20) bytes of writeset);
 # meanwhile node 2 inserts a row every 50 ms from 2 s before to 3 s after it. Reports
 # the UPDATE's outcome and duration, node 2's largest gap between two commits, each
-# node's memory (resident before the UPDATE, peak after) and state. Not a test: minutes.
+# node's memory (resident before the UPDATE, peak after) and state. With BENCH_HEAPTRACK=1,
+# heaptrack (Debian package) is attached to nodes 1 and 2 before the UPDATE, their peak heap
+# is printed at the end and the recordings are kept (BENCH_KEEP=1 keeps the directory;
+# `heaptrack_print --print-peaks 1` says who held it). Not a test: minutes.
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -38,6 +41,13 @@ memory() { # resident and peak kB of node $1's mariadbd
 }
 declare -A before
 for n in 1 2 3; do before[$n]=$(memory "$n" | cut -d' ' -f1); done
+if [[ ${BENCH_HEAPTRACK:-0} == 1 ]]; then
+    command -v heaptrack >/dev/null || { echo "BENCH_HEAPTRACK=1 needs heaptrack (apt-get install heaptrack)" >&2; exit 1; }
+    for n in 1 2; do
+        (cd "$dir" && exec heaptrack -p "$(cat "$dir/node$n/mariadbd.pid")" >"$dir/heaptrack-$n.log" 2>&1) &
+    done
+    sleep 15 # attaching injects a library through gdb: seconds
+fi
 (
     while [[ ! -e $dir/stop ]]; do
         sql 2 "INSERT INTO small (at) VALUES (NOW(6))" 2>&1 | sed 's/^/node 2 error: /'
@@ -65,3 +75,12 @@ for n in 1 2 3; do
         SELECT CONCAT(SUM(v LIKE 'y%'), ' updated big rows; ') FROM big;
         SHOW STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_cluster_size', 'wsrep_local_state_comment', 'wsrep_last_committed')" | tr '\n\t' '  ')"
 done
+if [[ ${BENCH_HEAPTRACK:-0} == 1 ]]; then
+    # The recordings end with the processes.
+    "$lockstep" cluster down --dir "$dir" >/dev/null 2>&1
+    wait
+    for f in "$dir"/heaptrack.mariadbd.*.zst; do
+        heaptrack_print -f "$f" --print-peaks 0 --print-allocators 0 --print-temporary 0 --print-leaks 0 2>/dev/null |
+            grep -E '^Debuggee|^peak heap' | sed 's/.*--defaults-file=.*\/\(node[0-9]\)\/.*/\1:/' | paste -sd' '
+    done
+fi

@@ -84,6 +84,13 @@ fn get_uuid(r: &mut Reader<'_>) -> Result<Uuid, DecodeError> {
     <[u8; 16]>::try_from(bytes.as_slice()).map(Uuid).map_err(|_| DecodeError("uuid of wrong length"))
 }
 
+/// A writeset's encoding besides its keys and data: format and kind, the source's node
+/// (length-prefixed), four u64 ids and positions, the flags, the data's length.
+const ENCODED_HEAD_BYTES: usize = 2 + 4 + 16 + 8 * 4 + 4 + 4;
+
+/// Room left in a decoded writeset's buffer past which it is given back.
+const DECODE_SLACK_BYTES: usize = 1 << 20;
+
 fn header(kind: u8) -> Writer {
     let mut w = Writer::default();
     w.u8(FORMAT_VERSION).u8(kind);
@@ -106,13 +113,17 @@ impl Writeset {
     /// The bytes that travel. The data (last, nearly all of a big writeset) stays in its
     /// buffer and the rest goes in front of it, so a big writeset is not held twice.
     pub fn encode(self) -> Vec<u8> {
+        let Writeset { source, local_id, last_seen, flags, keys, data: mut bytes } = self;
         let mut w = header(WRITESET);
-        put_uuid(&mut w, &self.source.node);
-        w.u64(self.source.trx_id).u64(self.source.conn_id).u64(self.local_id);
-        w.u64(self.last_seen as u64).u32(self.flags);
-        self.keys.encode(&mut w);
-        w.u32(u32::try_from(self.data.len()).expect("bounded by repl.max_ws_size"));
-        let mut bytes = self.data;
+        // Sized once: a buffer that doubled for the last field held twice a big key set.
+        w.bytes.reserve_exact(ENCODED_HEAD_BYTES + keys.encoded_len());
+        put_uuid(&mut w, &source.node);
+        w.u64(source.trx_id).u64(source.conn_id).u64(local_id);
+        w.u64(last_seen as u64).u32(flags);
+        keys.encode(&mut w);
+        drop(keys);
+        w.u32(u32::try_from(bytes.len()).expect("bounded by repl.max_ws_size"));
+        bytes.reserve_exact(w.bytes.len());
         bytes.splice(0..0, w.bytes);
         bytes
     }
@@ -135,6 +146,10 @@ impl Writeset {
             (source, local_id, last_seen, flags, keys, data_len)
         };
         bytes.drain(..bytes.len() - data_len);
+        // The keys went to their own buffer: their room here goes back (in place, for a big one).
+        if bytes.capacity() - bytes.len() > DECODE_SLACK_BYTES {
+            bytes.shrink_to_fit();
+        }
         Ok(Writeset { source, local_id, last_seen, flags, keys, data: bytes })
     }
 
@@ -242,7 +257,11 @@ mod tests {
             keys: [Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update)].into_iter().collect(),
             data: b"rows".to_vec(),
         };
-        assert_eq!(Writeset::decode(ws.clone().encode()).unwrap(), ws);
+        let bytes = ws.clone().encode();
+        // Sized once, to the byte: a big writeset is not held with room for twice its keys.
+        assert_eq!(bytes.len(), ENCODED_HEAD_BYTES + ws.keys.encoded_len() + ws.data.len());
+        assert_eq!(bytes.capacity(), bytes.len());
+        assert_eq!(Writeset::decode(bytes).unwrap(), ws);
         let controls = [
             Control::Barrier { id: 9 },
             Control::CommitCut { seqno: 42 },

@@ -1,6 +1,6 @@
 //! Certification keys: an ordered chain of parts (database, table, row) and an access type.
 
-use lockstep_group::codec::{DecodeError, Reader, Writer};
+use lockstep_group::codec::{extend_by_eighths, DecodeError, Reader, Writer};
 
 /// Access types in increasing strength (wsrep v26 values).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
@@ -64,7 +64,7 @@ impl KeySet {
     }
 
     pub fn append(&mut self, other: &KeySet) {
-        self.bytes.extend_from_slice(&other.bytes);
+        extend_by_eighths(&mut self.bytes, &other.bytes);
         self.count += other.count;
         self.part_bytes += other.part_bytes;
     }
@@ -96,6 +96,11 @@ impl KeySet {
             rest = tail;
             Some(KeyRef { kind, count, parts: &parts[..parts.len() - tail.len()] })
         })
+    }
+
+    /// What [`KeySet::encode`] writes, in bytes.
+    pub fn encoded_len(&self) -> usize {
+        4 + self.bytes.len()
     }
 
     pub fn encode(&self, w: &mut Writer) {

@@ -5,6 +5,7 @@ use crate::application::{WsHandle, TRX_ID_UNDEFINED};
 use crate::certification::{Key, KeySet, KeyType, Verdict};
 use crate::types::{flags, Gtid, Seqno, SourceTrx, Status, TrxMeta, Uuid, SEQNO_UNDEFINED};
 use crate::writeset::Writeset;
+use lockstep_group::codec::extend_by_eighths;
 use std::time::Duration;
 
 /// An isolated statement as the server gives it: its keys' parts, and its data.
@@ -80,7 +81,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let id = self.open_trx(handle);
         let trx = self.trxs.get_mut(&id).expect("just opened");
         for buffer in buffers {
-            trx.data.extend_from_slice(buffer);
+            extend_by_eighths(&mut trx.data, buffer);
         }
         id
     }
