@@ -302,20 +302,28 @@ impl<W: Clone + PartialEq> Core<W> {
             // count.
             let mut how = Vec::new();
             if let Some(pace) = episode.slowest_pace {
-                how.push(format!(
-                    "paced down to {pace} writesets/s, its appliers doing {:.0}/s",
-                    self.flow.apply_rate()
-                ));
+                // Unknown while the queue never stayed full (a big writeset's backlog paces
+                // without it).
+                let rate = self.flow.apply_rate();
+                let rate = if rate > 0.0 { format!(", its appliers doing {rate:.0}/s") } else { String::new() };
+                how.push(format!("paced down to {pace} writesets/s{rate}"));
             }
             if episode.stopped_ms > 0 {
                 how.push(format!("stopped for {} ms", episode.stopped_ms));
             }
+            let limit = self.settings.flow.limit;
+            let queue = if episode.longest_big_backlog > 0 {
+                format!(
+                    "up to {} events waited behind a writeset of 4 MiB or more being applied, and its apply queue \
+                     reached {} events past those (gcs.fc_limit {limit})",
+                    episode.longest_big_backlog, episode.longest_queue
+                )
+            } else {
+                format!("its apply queue reached {} events, past gcs.fc_limit {limit}", episode.longest_queue)
+            };
             log::info!(
-                "flow control: this node held the cluster's writers back for {held_ms} ms ({}); its apply queue \
-                 reached {} events, past gcs.fc_limit {}",
-                how.join(", "),
-                episode.longest_queue,
-                self.settings.flow.limit
+                "flow control: this node held the cluster's writers back for {held_ms} ms ({}); {queue}",
+                how.join(", ")
             );
         }
         self.release_writers();

@@ -263,8 +263,11 @@ pub struct Episode {
     stop_since_ms: Option<u64>,
     /// The slowest pace we asked for, in writesets a second.
     pub slowest_pace: Option<u32>,
-    /// Our apply queue at its longest while the episode lasted (past the Joined offset).
+    /// Our apply queue at its longest while the episode lasted (past the Joined offset and
+    /// what waited behind a big writeset being applied).
     pub longest_queue: usize,
+    /// The most events that waited behind a big writeset being applied meanwhile (0: none was).
+    pub longest_big_backlog: usize,
 }
 
 impl Episode {
@@ -424,8 +427,12 @@ impl FlowControl {
         } else {
             self.big_since_ms = None;
         }
+        let applying_big = self.applying_big();
         if let Some(episode) = self.episode.as_mut() {
             episode.longest_queue = episode.longest_queue.max(queue - self.offset);
+            if applying_big {
+                episode.longest_big_backlog = episode.longest_big_backlog.max(queue);
+            }
         }
         let queued = (queue - self.offset) as f64;
         let upper = settings.upper(members);
@@ -492,6 +499,7 @@ impl FlowControl {
                     stop_since_ms: None,
                     slowest_pace: None,
                     longest_queue: 0,
+                    longest_big_backlog: 0,
                 });
             }
             if let Some(episode) = self.episode.as_mut() {
@@ -782,6 +790,10 @@ mod tests {
         // Applied: its backlog drains without holding anyone.
         fc.applied(9);
         assert_eq!(fc.decide(ME, 5_000, 3, false, &s, 6_000), Some(Ask::Resume));
+        // The episode names the backlog behind the big writeset apart from the queue counted.
+        let episode = fc.ordered(ME, ME, Ask::Resume, 6_000).expect("our resume ends the episode");
+        assert_eq!((episode.longest_big_backlog, episode.longest_queue), (10_017, 17));
+        assert_eq!(episode.slowest_pace, Some(1_000));
         // With no rate measured yet, the room is the cap.
         let mut fc = FlowControl::default();
         fc.queued(9, 100 << 20);
