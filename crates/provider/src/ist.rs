@@ -336,23 +336,23 @@ impl Incoming {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::certification::{Candidate, Key, KeyType};
+    use crate::certification::{Candidate, Chains, Key, KeySet, KeyType};
 
     /// A preload with one key chain, two synced members and a cut (also for the checkpoint's tests).
     pub(crate) fn preload() -> Preload {
         let mut index = CertificationIndex::new(10);
-        let keys = [Key::new(vec![b"db".to_vec(), b"t".to_vec()], KeyType::Update)].into_iter().collect();
+        let keys: KeySet = [Key::new(vec![b"db".to_vec(), b"t".to_vec()], KeyType::Update)].into_iter().collect();
         let candidate = Candidate {
             seqno: 11,
             last_seen: 10,
             source: Uuid([7; 16]),
-            keys: &keys,
+            chains: Chains::of(keys.as_slice()),
             isolation: false,
             pa_unsafe: false,
             implicit_deps: false,
             continues_stream: false,
         };
-        index.certify(&candidate);
+        index.certify(candidate);
         Preload { index, cuts: vec![(MemberId(3), 9)], synced: vec![MemberId(1), MemberId(2)], barrier: 11 }
     }
 

@@ -3,7 +3,7 @@
 //!
 //! Writesets take a global seqno; control messages are ordered among them but take none
 //! (see docs/design/replication.md).
-use crate::certification::KeySet;
+use crate::certification::{Chains, KeySet, KeySlice};
 use crate::types::{Gtid, Seqno, SourceTrx, Uuid};
 use lockstep_group::codec::{DecodeError, Reader, Writer};
 use lockstep_group::MemberId;
@@ -22,6 +22,16 @@ pub struct Writeset {
     pub flags: u32,
     pub keys: KeySet,
     pub data: Vec<u8>,
+}
+
+/// A delivered writeset as certification takes it (`Writeset::decode_for_certification`).
+#[derive(Debug)]
+pub struct Certifiable {
+    /// Without its keys.
+    pub writeset: Writeset,
+    pub chains: Chains,
+    /// Its keys' size as Galera counts it (`wsrep_received_bytes`).
+    pub key_bytes: usize,
 }
 
 /// Ordered messages that take no seqno.
@@ -130,27 +140,42 @@ impl Writeset {
 
     /// Decodes a writeset from the bytes it takes: its data (the last field, nearly all of a
     /// big writeset) stays in their buffer, moved to its front rather than copied to another,
-    /// so a big writeset is held once.
-    pub fn decode(mut bytes: Vec<u8>) -> Result<Writeset, DecodeError> {
-        let (source, local_id, last_seen, flags, keys, data_len) = {
+    /// so a big writeset is held once; its keys are copied out.
+    pub fn decode(bytes: Vec<u8>) -> Result<Writeset, DecodeError> {
+        let (writeset, keys) = Self::decode_with(bytes, |keys| KeySet::from(keys))?;
+        Ok(Writeset { keys, ..writeset })
+    }
+
+    /// Decodes a delivered writeset for certification: its keys become the chains the index
+    /// takes, read where they are, and are not kept (the index keeps what it needs of them,
+    /// and applying needs none). Outside the core's lock, and without a second copy of a big
+    /// writeset's keys (docs/design/certification.md).
+    pub fn decode_for_certification(bytes: Vec<u8>) -> Result<Certifiable, DecodeError> {
+        let (writeset, (chains, key_bytes)) = Self::decode_with(bytes, |keys| (Chains::of(keys), keys.byte_len()))?;
+        Ok(Certifiable { writeset, chains, key_bytes })
+    }
+
+    /// The writeset in `bytes` without its keys, and what `keys` made of them.
+    fn decode_with<K>(mut bytes: Vec<u8>, keys: impl FnOnce(KeySlice<'_>) -> K) -> Result<(Writeset, K), DecodeError> {
+        let (source, local_id, last_seen, flags, made, data_len) = {
             let (mut r, _) = open(&bytes, &[WRITESET])?;
             let source = SourceTrx { node: get_uuid(&mut r)?, trx_id: r.u64()?, conn_id: r.u64()? };
             let local_id = r.u64()?;
             let last_seen = r.u64()? as Seqno;
             let flags = r.u32()?;
-            let keys = KeySet::decode(&mut r)?;
+            let made = keys(KeySlice::decode(&mut r)?);
             let data_len = r.u32()? as usize;
             if r.remaining() != data_len {
                 return Err(DecodeError("writeset data length does not match the record"));
             }
-            (source, local_id, last_seen, flags, keys, data_len)
+            (source, local_id, last_seen, flags, made, data_len)
         };
         bytes.drain(..bytes.len() - data_len);
-        // The keys went to their own buffer: their room here goes back (in place, for a big one).
+        // The keys are read: their room here goes back (in place, for a big one).
         if bytes.capacity() - bytes.len() > DECODE_SLACK_BYTES {
             bytes.shrink_to_fit();
         }
-        Ok(Writeset { source, local_id, last_seen, flags, keys, data: bytes })
+        Ok((Writeset { source, local_id, last_seen, flags, keys: KeySet::default(), data: bytes }, made))
     }
 
     pub fn byte_len(&self) -> usize {
@@ -261,7 +286,12 @@ mod tests {
         // Sized once, to the byte: a big writeset is not held with room for twice its keys.
         assert_eq!(bytes.len(), ENCODED_HEAD_BYTES + ws.keys.encoded_len() + ws.data.len());
         assert_eq!(bytes.capacity(), bytes.len());
-        assert_eq!(Writeset::decode(bytes).unwrap(), ws);
+        assert_eq!(Writeset::decode(bytes.clone()).unwrap(), ws);
+        // Delivered for certification: the keys become its chains and are not kept.
+        let delivered = Writeset::decode_for_certification(bytes).unwrap();
+        assert_eq!(delivered.writeset, Writeset { keys: KeySet::default(), ..ws.clone() });
+        assert_eq!(delivered.chains, Chains::of(ws.keys.as_slice()));
+        assert_eq!(delivered.key_bytes, ws.keys.byte_len());
         let controls = [
             Control::Barrier { id: 9 },
             Control::CommitCut { seqno: 42 },
@@ -331,6 +361,7 @@ mod tests {
         let mut decoded = 0;
         for bytes in lockstep_group::fuzz::corruptions(&samples, 20_000, 5) {
             decoded += usize::from(Writeset::decode(bytes.clone()).is_ok());
+            decoded += usize::from(Writeset::decode_for_certification(bytes.clone()).is_ok());
             decoded += usize::from(Control::decode(&bytes).is_ok());
         }
         assert!(decoded > 0, "some corruptions still decode (a flipped data byte)");
@@ -349,6 +380,7 @@ mod tests {
         .encode();
         for cut in 0..ws.len() {
             assert!(Writeset::decode(ws[..cut].to_vec()).is_err());
+            assert!(Writeset::decode_for_certification(ws[..cut].to_vec()).is_err());
         }
         assert!(Control::decode(&ws).is_err());
         assert!(Writeset::decode(Control::Synced { since: None }.encode()).is_err());

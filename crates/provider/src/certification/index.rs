@@ -1,6 +1,6 @@
 //! The certification index: for each key chain and access type, the latest certified
 //! writeset that used it. See docs/design/certification.md for the rule and its reasons.
-use super::key::{ChainHasher, ChainId, KeySet, KeyType, Reference};
+use super::key::{ChainHasher, ChainId, KeySlice, KeyType, Reference};
 use crate::types::{Seqno, Uuid, SEQNO_UNDEFINED};
 use lockstep_group::codec::{DecodeError, Reader, Writer};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -60,12 +60,61 @@ pub enum Verdict {
     Fail,
 }
 
+/// A writeset's keys as certification takes them: each key's chain and every proper prefix
+/// of it (a SHARED branch key), sorted by chain, one type a chain (the strongest seen).
+/// Made where the writeset is decoded, outside the core's lock, and kept by the index
+/// while the writeset is in it; the keys themselves are not kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Chains(Vec<Reference>);
+
+impl Chains {
+    /// The chains of `keys`. Prefixes (a database, a table) repeat across a writeset's rows and
+    /// are gathered apart; full keys go into one vector, sorted once: a million-row writeset
+    /// no longer builds a tree of a million nodes.
+    pub fn of(keys: KeySlice<'_>) -> Chains {
+        let mut prefixes: BTreeMap<ChainId, KeyType> = BTreeMap::new();
+        let mut chains: Vec<Reference> = Vec::with_capacity(keys.count());
+        for key in keys.iter() {
+            let whole = key.part_count();
+            for (len, chain) in (1..).zip(key.chain_ids()) {
+                if len < whole {
+                    prefixes.entry(chain).or_insert(KeyType::Shared);
+                } else if chains.last() != Some(&Reference::new(chain, key.kind)) {
+                    // A row's key comes twice in a row when the server appends both
+                    // images of an UPDATE: skipping the repeat halves what is sorted
+                    // (2.5 million such rows, in a unit probe: 0.19 s instead of 0.44 s).
+                    chains.push(Reference::new(chain, key.kind));
+                }
+            }
+        }
+        // Exactly: room for every key was taken, and doubling it for a few prefixes held
+        // twice a big writeset's chains.
+        chains.reserve_exact(prefixes.len());
+        chains.extend(prefixes.into_iter().map(|(chain, kind)| Reference::new(chain, kind)));
+        chains.sort_unstable();
+        // One type per chain, the strongest: the last of its run.
+        chains.dedup_by(|later, kept| {
+            let same = later.chain() == kept.chain();
+            if same {
+                *kept = *later;
+            }
+            same
+        });
+        // Keep only what is used (the capacity counted every key, repeats included).
+        if chains.capacity() > chains.len() + chains.len() / 8 + 1024 {
+            chains.shrink_to_fit();
+        }
+        Chains(chains)
+    }
+}
+
 /// What the writeset being certified looks like to the index.
-pub struct Candidate<'a> {
+#[derive(Debug, Clone)]
+pub struct Candidate {
     pub seqno: Seqno,
     pub last_seen: Seqno,
     pub source: Uuid,
-    pub keys: &'a KeySet,
+    pub chains: Chains,
     pub isolation: bool,
     pub pa_unsafe: bool,
     pub implicit_deps: bool,
@@ -170,55 +219,13 @@ impl CertificationIndex {
         self.certified.insert(seqno, certified);
     }
 
-    /// Full keys plus every proper prefix as a SHARED branch key, one type per chain
-    /// (the strongest seen).
-    /// Sorted by chain. Prefixes (a database, a table) repeat across a writeset's rows and
-    /// are gathered apart; full keys go into one vector, sorted once: a million-row writeset
-    /// no longer builds a tree of a million nodes.
-    fn expand(keys: &KeySet) -> Vec<Reference> {
-        let mut prefixes: BTreeMap<ChainId, KeyType> = BTreeMap::new();
-        let mut chains: Vec<Reference> = Vec::with_capacity(keys.len());
-        for key in keys.iter() {
-            let whole = key.part_count();
-            for (len, chain) in (1..).zip(key.chain_ids()) {
-                if len < whole {
-                    prefixes.entry(chain).or_insert(KeyType::Shared);
-                } else if chains.last() != Some(&Reference::new(chain, key.kind)) {
-                    // A row's key comes twice in a row when the server appends both
-                    // images of an UPDATE: skipping the repeat halves what is sorted
-                    // (2.5 million such rows, in a unit probe: 0.19 s instead of 0.44 s).
-                    chains.push(Reference::new(chain, key.kind));
-                }
-            }
-        }
-        // Exactly: room for every key was taken, and doubling it for a few prefixes held
-        // twice a big writeset's chains.
-        chains.reserve_exact(prefixes.len());
-        chains.extend(prefixes.into_iter().map(|(chain, kind)| Reference::new(chain, kind)));
-        chains.sort_unstable();
-        // One type per chain, the strongest: the last of its run.
-        chains.dedup_by(|later, kept| {
-            let same = later.chain() == kept.chain();
-            if same {
-                *kept = *later;
-            }
-            same
-        });
-        // Keep only what is used (the capacity counted every key; a writeset from a version
-        // that sent a row's key once per image has twice as many).
-        if chains.capacity() > chains.len() + chains.len() / 8 + 1024 {
-            chains.shrink_to_fit();
-        }
-        chains
-    }
-
     /// Certifies the next writeset in the global order; on success it enters the index.
-    pub fn certify(&mut self, w: &Candidate<'_>) -> Verdict {
+    pub fn certify(&mut self, w: Candidate) -> Verdict {
         if w.seqno - w.last_seen > CERT_MAX_LENGTH || w.last_seen < self.initial_position {
             return Verdict::Fail;
         }
         self.reclaim();
-        let chains = Self::expand(w.keys);
+        let Chains(chains) = w.chains;
         let mut depends_on = if w.pa_unsafe || w.isolation || w.continues_stream {
             w.seqno - 1
         } else if w.implicit_deps {
@@ -380,7 +387,7 @@ impl CertificationIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::certification::Key;
+    use crate::certification::{Key, KeySet};
 
     const A: Uuid = Uuid([1; 16]);
     const B: Uuid = Uuid([2; 16]);
@@ -401,12 +408,12 @@ mod tests {
         super::super::key::chain_ids(parts.iter().map(Vec::as_slice)).last().expect("a part at least")
     }
 
-    fn trx<'a>(seqno: Seqno, last_seen: Seqno, source: Uuid, keys: &'a KeySet) -> Candidate<'a> {
+    fn trx(seqno: Seqno, last_seen: Seqno, source: Uuid, keys: &KeySet) -> Candidate {
         Candidate {
             seqno,
             last_seen,
             source,
-            keys,
+            chains: Chains::of(keys.as_slice()),
             isolation: false,
             pa_unsafe: false,
             implicit_deps: false,
@@ -418,39 +425,39 @@ mod tests {
     fn concurrent_updates_of_one_row_from_two_members_conflict() {
         let mut index = CertificationIndex::new(0);
         let k = set(&[row("t", 1, KeyType::Update)]);
-        assert!(matches!(index.certify(&trx(1, 0, A, &k)), Verdict::Pass { .. }));
-        assert_eq!(index.certify(&trx(2, 0, B, &k)), Verdict::Fail);
+        assert!(matches!(index.certify(trx(1, 0, A, &k)), Verdict::Pass { .. }));
+        assert_eq!(index.certify(trx(2, 0, B, &k)), Verdict::Fail);
         // Having seen seqno 1, the same update certifies and depends on it.
-        assert_eq!(index.certify(&trx(3, 1, B, &k)), Verdict::Pass { depends_on: 1 });
+        assert_eq!(index.certify(trx(3, 1, B, &k)), Verdict::Pass { depends_on: 1 });
     }
 
     #[test]
     fn a_later_fragment_applies_after_everything_before_it() {
         let mut index = CertificationIndex::new(0);
-        assert!(matches!(index.certify(&trx(1, 0, A, &set(&[row("t", 1, KeyType::Update)]))), Verdict::Pass { .. }));
-        assert!(matches!(index.certify(&trx(2, 0, B, &set(&[row("t", 2, KeyType::Update)]))), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(trx(1, 0, A, &set(&[row("t", 1, KeyType::Update)]))), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(trx(2, 0, B, &set(&[row("t", 2, KeyType::Update)]))), Verdict::Pass { .. }));
         // Unrelated keys, yet it waits for seqno 2: its own first fragment may be any earlier one.
         let keys = set(&[row("t", 3, KeyType::Update)]);
         let later = Candidate { continues_stream: true, ..trx(3, 1, A, &keys) };
-        assert_eq!(index.certify(&later), Verdict::Pass { depends_on: 2 });
+        assert_eq!(index.certify(later), Verdict::Pass { depends_on: 2 });
     }
 
     #[test]
     fn writesets_of_one_member_never_conflict_with_each_other() {
         let mut index = CertificationIndex::new(0);
         let k = set(&[row("t", 1, KeyType::Exclusive)]);
-        assert!(matches!(index.certify(&trx(1, 0, A, &k)), Verdict::Pass { .. }));
-        assert_eq!(index.certify(&trx(2, 0, A, &k)), Verdict::Pass { depends_on: 1 });
+        assert!(matches!(index.certify(trx(1, 0, A, &k)), Verdict::Pass { .. }));
+        assert_eq!(index.certify(trx(2, 0, A, &k)), Verdict::Pass { depends_on: 1 });
     }
 
     #[test]
     fn references_do_not_conflict_but_exclusive_after_reference_does() {
         let mut index = CertificationIndex::new(0);
         let parent_ref = set(&[row("parent", 7, KeyType::Reference)]);
-        assert!(matches!(index.certify(&trx(1, 0, A, &parent_ref)), Verdict::Pass { .. }));
-        assert!(matches!(index.certify(&trx(2, 0, B, &parent_ref)), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(trx(1, 0, A, &parent_ref)), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(trx(2, 0, B, &parent_ref)), Verdict::Pass { .. }));
         let parent_delete = set(&[row("parent", 7, KeyType::Exclusive)]);
-        assert_eq!(index.certify(&trx(3, 0, A, &parent_delete)), Verdict::Fail);
+        assert_eq!(index.certify(trx(3, 0, A, &parent_delete)), Verdict::Fail);
     }
 
     #[test]
@@ -458,25 +465,19 @@ mod tests {
         let mut index = CertificationIndex::new(0);
         let ddl = set(&[table("t")]);
         let toi = Candidate { isolation: true, ..trx(1, 0, A, &ddl) };
-        assert_eq!(index.certify(&toi), Verdict::Pass { depends_on: 0 });
+        assert_eq!(index.certify(toi), Verdict::Pass { depends_on: 0 });
         // A row change on t from the same member that had not seen the DDL fails
         // through the branch key [db, t].
-        assert_eq!(index.certify(&trx(2, 0, A, &set(&[row("t", 1, KeyType::Update)]))), Verdict::Fail);
-        assert_eq!(
-            index.certify(&trx(3, 1, A, &set(&[row("t", 1, KeyType::Update)]))),
-            Verdict::Pass { depends_on: 1 }
-        );
+        assert_eq!(index.certify(trx(2, 0, A, &set(&[row("t", 1, KeyType::Update)]))), Verdict::Fail);
+        assert_eq!(index.certify(trx(3, 1, A, &set(&[row("t", 1, KeyType::Update)]))), Verdict::Pass { depends_on: 1 });
     }
 
     #[test]
     fn unrelated_rows_may_apply_in_parallel() {
         let mut index = CertificationIndex::new(0);
-        assert!(matches!(index.certify(&trx(1, 0, A, &set(&[row("t", 1, KeyType::Update)]))), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(trx(1, 0, A, &set(&[row("t", 1, KeyType::Update)]))), Verdict::Pass { .. }));
         // Depends only on what was still in the index below it (the floor), not on seqno 1.
-        assert_eq!(
-            index.certify(&trx(2, 1, B, &set(&[row("t", 2, KeyType::Update)]))),
-            Verdict::Pass { depends_on: 0 }
-        );
+        assert_eq!(index.certify(trx(2, 1, B, &set(&[row("t", 2, KeyType::Update)]))), Verdict::Pass { depends_on: 0 });
     }
 
     #[test]
@@ -484,27 +485,24 @@ mod tests {
         let mut index = CertificationIndex::new(0);
         let keys = set(&[row("t", 1, KeyType::Update)]);
         let unsafe_ws = Candidate { pa_unsafe: true, ..trx(1, 0, A, &keys) };
-        assert_eq!(index.certify(&unsafe_ws), Verdict::Pass { depends_on: 0 });
-        assert_eq!(
-            index.certify(&trx(2, 1, B, &set(&[row("u", 9, KeyType::Update)]))),
-            Verdict::Pass { depends_on: 1 }
-        );
+        assert_eq!(index.certify(unsafe_ws), Verdict::Pass { depends_on: 0 });
+        assert_eq!(index.certify(trx(2, 1, B, &set(&[row("u", 9, KeyType::Update)]))), Verdict::Pass { depends_on: 1 });
     }
 
     #[test]
     fn windows_that_are_too_long_or_predate_the_history_fail() {
         let mut index = CertificationIndex::new(10);
-        assert_eq!(index.certify(&trx(11, 9, A, &set(&[]))), Verdict::Fail);
-        assert_eq!(index.certify(&trx(20_000, 11, A, &set(&[]))), Verdict::Fail);
+        assert_eq!(index.certify(trx(11, 9, A, &set(&[]))), Verdict::Fail);
+        assert_eq!(index.certify(trx(20_000, 11, A, &set(&[]))), Verdict::Fail);
     }
 
     #[test]
     fn an_index_sent_to_a_joiner_gives_the_same_verdicts() {
         let mut donor = CertificationIndex::new(3);
         let toi = set(&[table("u")]);
-        donor.certify(&trx(4, 3, A, &set(&[row("t", 1, KeyType::Update), row("t", 2, KeyType::Reference)])));
-        donor.certify(&Candidate { isolation: true, ..trx(5, 4, B, &toi) });
-        donor.certify(&Candidate { pa_unsafe: true, ..trx(6, 5, B, &set(&[row("t", 1, KeyType::Update)])) });
+        donor.certify(trx(4, 3, A, &set(&[row("t", 1, KeyType::Update), row("t", 2, KeyType::Reference)])));
+        donor.certify(Candidate { isolation: true, ..trx(5, 4, B, &toi) });
+        donor.certify(Candidate { pa_unsafe: true, ..trx(6, 5, B, &set(&[row("t", 1, KeyType::Update)])) });
         donor.purge_upto(4);
         let mut w = Writer::default();
         donor.encode(&mut w);
@@ -518,7 +516,7 @@ mod tests {
         ];
         for (seqno, last_seen, source, keys) in &probes {
             let probe = trx(*seqno, *last_seen, *source, keys);
-            assert_eq!(joiner.certify(&probe), donor.certify(&probe), "seqno {seqno}");
+            assert_eq!(joiner.certify(probe.clone()), donor.certify(probe), "seqno {seqno}");
         }
         for cut in 0..w.bytes.len() {
             assert!(CertificationIndex::decode(&mut Reader::new(&w.bytes[..cut]), true).is_err());
@@ -529,13 +527,13 @@ mod tests {
     fn purge_forgets_old_writesets() {
         let mut index = CertificationIndex::new(0);
         let k = set(&[row("t", 1, KeyType::Update)]);
-        assert!(matches!(index.certify(&trx(1, 0, A, &k)), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(trx(1, 0, A, &k)), Verdict::Pass { .. }));
         assert_eq!(index.size(), 3, "row key plus two branch keys");
         index.purge_upto(1);
         assert_eq!(index.size(), 0);
         // With seqno 1 purged, an old last_seen no longer sees the conflict; purging is
         // only safe below what every member has committed, so such a writeset cannot exist.
-        assert!(matches!(index.certify(&trx(2, 1, B, &k)), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(trx(2, 1, B, &k)), Verdict::Pass { .. }));
     }
 
     #[test]
@@ -548,7 +546,7 @@ mod tests {
             row("t", 1, KeyType::Update),
             table("t"),
         ]);
-        let chains = CertificationIndex::expand(&keys);
+        let Chains(chains) = Chains::of(keys.as_slice());
         let mut expected = vec![
             Reference::new(chain_id(&[b"db".to_vec()]), KeyType::Shared),
             Reference::new(chain_id(&[b"db".to_vec(), b"t".to_vec()]), KeyType::Exclusive),
@@ -563,9 +561,9 @@ mod tests {
     fn a_big_writeset_reclaimed_gives_its_memory_back() {
         let mut index = CertificationIndex { bulk_from: usize::MAX, ..CertificationIndex::new(0) };
         let big: KeySet = (0..200_000u32).map(|i| Key::new(vec![i.to_be_bytes().to_vec()], KeyType::Update)).collect();
-        assert!(matches!(index.certify(&trx(1, 0, A, &big)), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(trx(1, 0, A, &big)), Verdict::Pass { .. }));
         let small = set(&[Key::new(vec![b"row".to_vec()], KeyType::Update)]);
-        assert!(matches!(index.certify(&trx(2, 1, A, &small)), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(trx(2, 1, A, &small)), Verdict::Pass { .. }));
         assert!(index.copy_cost() >= 200_000);
         index.purge_upto(1);
         while index.size() > 10 {
@@ -579,20 +577,20 @@ mod tests {
         let mut index = CertificationIndex::new(0);
         let big: KeySet =
             (0..RECLAIM_CHAINS as u32 * 2).map(|i| Key::new(vec![i.to_be_bytes().to_vec()], KeyType::Update)).collect();
-        assert!(matches!(index.certify(&trx(1, 0, A, &big)), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(trx(1, 0, A, &big)), Verdict::Pass { .. }));
         let mut eager = index.clone();
         index.purge_upto(1);
         assert!(index.size() > RECLAIM_CHAINS / 2, "not all at once: {}", index.size());
         // Certification already sees it gone: a writeset of another member that had not seen
         // seqno 1 passes (with nothing certified left, it waits for what precedes it).
         let second = set(&[Key::new(vec![5u32.to_be_bytes().to_vec()], KeyType::Update)]);
-        assert_eq!(index.certify(&trx(2, 0, B, &second)), Verdict::Pass { depends_on: 1 });
+        assert_eq!(index.certify(trx(2, 0, B, &second)), Verdict::Pass { depends_on: 1 });
         // As an index purged in one go would say, and its encoding is the same.
         while eager.certified.first_key_value().is_some_and(|(s, _)| *s <= 1) {
             eager.purged_upto = 1;
             eager.reclaim();
         }
-        assert_eq!(eager.certify(&trx(2, 0, B, &second)), Verdict::Pass { depends_on: 1 });
+        assert_eq!(eager.certify(trx(2, 0, B, &second)), Verdict::Pass { depends_on: 1 });
         assert_eq!(index.digest(), eager.digest());
         for _ in 0..4 {
             index.reclaim();
@@ -606,16 +604,16 @@ mod tests {
         let mut index = CertificationIndex::new(0);
         let rows = BULK_CHAINS as u32 * 3;
         let big: KeySet = (0..rows).map(|i| Key::new(vec![i.to_be_bytes().to_vec()], KeyType::Update)).collect();
-        assert!(matches!(index.certify(&trx(1, 0, A, &big)), Verdict::Pass { .. }));
+        assert!(matches!(index.certify(trx(1, 0, A, &big)), Verdict::Pass { .. }));
         assert!(index.entries.capacity() < 1024, "{} buckets", index.entries.capacity());
         assert_eq!(index.size(), rows as usize);
         // A copy of the index (a checkpoint's) would copy them all.
         assert!(index.copy_cost() >= rows as usize);
         // Another member that had not seen it conflicts on any of its rows.
         let one_row = set(&[Key::new(vec![77u32.to_be_bytes().to_vec()], KeyType::Update)]);
-        assert_eq!(index.certify(&trx(2, 0, B, &one_row)), Verdict::Fail);
+        assert_eq!(index.certify(trx(2, 0, B, &one_row)), Verdict::Fail);
         let elsewhere = set(&[Key::new(vec![rows.to_be_bytes().to_vec()], KeyType::Update)]);
-        assert_eq!(index.certify(&trx(3, 0, B, &elsewhere)), Verdict::Pass { depends_on: 0 });
+        assert_eq!(index.certify(trx(3, 0, B, &elsewhere)), Verdict::Pass { depends_on: 0 });
         index.purge_upto(1);
         assert_eq!(index.size(), 1, "gone at the first reclaim");
     }
@@ -649,7 +647,7 @@ mod tests {
                 continues_stream: next(30) == 0,
                 ..trx(seqno, seqno - 1 - next(8) as Seqno, if next(2) == 0 { A } else { B }, &keys)
             };
-            assert_eq!(in_table.certify(&candidate), searched.certify(&candidate), "seqno {seqno}");
+            assert_eq!(in_table.certify(candidate.clone()), searched.certify(candidate), "seqno {seqno}");
             if next(10) == 0 {
                 let upto = seqno - 1 - next(20) as Seqno;
                 in_table.purge_upto(upto);

@@ -83,19 +83,12 @@ impl KeySet {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = KeyRef<'_>> {
-        let mut rest = self.bytes.as_slice();
-        std::iter::from_fn(move || {
-            let (&kind, tail) = rest.split_first()?;
-            let kind = KeyType::from_raw(u32::from(kind)).expect("checked when pushed or decoded");
-            let (count, mut tail) = split_length(tail);
-            let parts = tail;
-            for _ in 0..count {
-                let (len, after) = split_length(tail);
-                tail = &after[len..];
-            }
-            rest = tail;
-            Some(KeyRef { kind, count, parts: &parts[..parts.len() - tail.len()] })
-        })
+        self.as_slice().iter()
+    }
+
+    /// The keys, borrowed.
+    pub fn as_slice(&self) -> KeySlice<'_> {
+        KeySlice { bytes: &self.bytes, count: self.count, part_bytes: self.part_bytes }
     }
 
     /// What [`KeySet::encode`] writes, in bytes.
@@ -109,6 +102,37 @@ impl KeySet {
 
     /// Reads what [`KeySet::encode`] wrote, checking every key before keeping the bytes.
     pub fn decode(r: &mut Reader<'_>) -> Result<KeySet, DecodeError> {
+        KeySlice::decode(r).map(KeySet::from)
+    }
+}
+
+impl From<KeySlice<'_>> for KeySet {
+    fn from(keys: KeySlice<'_>) -> KeySet {
+        KeySet { bytes: keys.bytes.to_vec(), count: keys.count, part_bytes: keys.part_bytes }
+    }
+}
+
+/// A writeset's keys where they were received, checked: what certification reads of a
+/// delivered writeset without copying them (docs/design/certification.md).
+#[derive(Clone, Copy)]
+pub struct KeySlice<'a> {
+    bytes: &'a [u8],
+    count: usize,
+    part_bytes: usize,
+}
+
+impl<'a> KeySlice<'a> {
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Encoded size, as [`KeySet::byte_len`].
+    pub fn byte_len(&self) -> usize {
+        self.part_bytes
+    }
+
+    /// Reads what [`KeySet::encode`] wrote, checking every key, in place.
+    pub fn decode(r: &mut Reader<'a>) -> Result<KeySlice<'a>, DecodeError> {
         let count = r.len(5)?;
         let mut walk = r.clone();
         let mut part_bytes = 0;
@@ -118,8 +142,24 @@ impl KeySet {
                 part_bytes += walk.bytes_in_place()?.len() + 1;
             }
         }
-        let bytes = r.fixed(r.remaining() - walk.remaining())?.to_vec();
-        Ok(KeySet { bytes, count, part_bytes })
+        let bytes = r.fixed(r.remaining() - walk.remaining())?;
+        Ok(KeySlice { bytes, count, part_bytes })
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = KeyRef<'a>> {
+        let mut rest = self.bytes;
+        std::iter::from_fn(move || {
+            let (&kind, tail) = rest.split_first()?;
+            let kind = KeyType::from_raw(u32::from(kind)).expect("checked when pushed or decoded");
+            let (count, mut tail) = split_length(tail);
+            let parts = tail;
+            for _ in 0..count {
+                let (len, after) = split_length(tail);
+                tail = &after[len..];
+            }
+            rest = tail;
+            Some(KeyRef { kind, count, parts: &parts[..parts.len() - tail.len()] })
+        })
     }
 }
 

@@ -6,11 +6,11 @@ use super::apply::{primary_view, Event};
 use super::phase::{CatchUp, Component, Phase, Restart};
 use super::{Core, InFlight};
 use crate::application::{Member, View, ViewStatus};
-use crate::certification::{Candidate, CertificationIndex, KeySet, Verdict};
+use crate::certification::{Candidate, CertificationIndex, Verdict};
 use crate::checkpoint::Checkpoint;
 use crate::state_transfer::{choose_donor, transfer_failed_line};
 use crate::types::{flags, Gtid, Seqno, Status, Uuid};
-use crate::writeset::{Control, Writeset};
+use crate::writeset::{Certifiable, Control, Writeset};
 use lockstep_group::{Delivered, DeliveredKind, MemberId, SubmitError};
 
 /// The tag of our synced announcements: the group reports their failures with it (writesets
@@ -54,7 +54,7 @@ pub struct DeliveryContext {
 /// A delivery, decoded before the core's lock is taken.
 #[derive(Debug)]
 pub enum Payload {
-    Writeset(Box<Writeset>),
+    Writeset(Box<Certifiable>),
     Control {
         origin: MemberId,
         control: Control,
@@ -75,8 +75,8 @@ impl Payload {
     pub fn decode(d: Delivered) -> (Seqno, Payload) {
         let seqno = d.seqno as Seqno;
         let payload = match d.kind {
-            DeliveredKind::Writeset { origin, .. } => match Writeset::decode(d.bytes) {
-                Ok(ws) => Payload::Writeset(Box::new(ws)),
+            DeliveredKind::Writeset { origin, .. } => match Writeset::decode_for_certification(d.bytes) {
+                Ok(delivered) => Payload::Writeset(Box::new(delivered)),
                 Err(e) => Payload::Undecodable { origin, error: e.0.to_string(), numbered: true },
             },
             DeliveredKind::Message { origin, .. } => match Control::decode(&d.bytes) {
@@ -425,33 +425,36 @@ impl<W: Clone + PartialEq> Core<W> {
         self.finish_both(seqno);
     }
 
-    fn on_writeset(&mut self, seqno: Seqno, ws: Writeset) {
+    fn on_writeset(&mut self, seqno: Seqno, delivered: Certifiable) {
         if self.restored_covers(seqno) {
             // Certified before the checkpoint: its verdict is kept there.
             let failed = self.ordering.verdicts.failed_in(seqno, seqno).is_some_and(|f| !f.is_empty());
             self.ordering.delivered = seqno;
-            let ws = Writeset { keys: KeySet::default(), ..ws };
             if !(self.has_state() && seqno <= self.committed.last_contiguous()) {
-                let event = Event::Apply { seqno, writeset: Box::new(ws), depends_on: seqno - 1, failed };
+                let event =
+                    Event::Apply { seqno, writeset: Box::new(delivered.writeset), depends_on: seqno - 1, failed };
                 self.push_event(event);
             }
             return;
         }
-        self.certify_writeset(seqno, ws);
+        self.certify_writeset(seqno, delivered);
     }
 
-    fn certify_writeset(&mut self, seqno: Seqno, mut ws: Writeset) {
+    fn certify_writeset(&mut self, seqno: Seqno, delivered: Certifiable) {
+        let Certifiable { writeset: mut ws, chains, key_bytes } = delivered;
+        let isolation = ws.flags & flags::ISOLATION != 0;
+        let pa_unsafe = ws.flags & flags::PA_UNSAFE != 0;
         let candidate = Candidate {
             seqno,
             last_seen: ws.last_seen,
             source: ws.source.node,
-            keys: &ws.keys,
-            isolation: ws.flags & flags::ISOLATION != 0,
-            pa_unsafe: ws.flags & flags::PA_UNSAFE != 0,
+            chains,
+            isolation,
+            pa_unsafe,
             implicit_deps: ws.flags & flags::IMPLICIT_DEPS != 0,
             continues_stream: ws.flags & (flags::TRX_START | flags::ISOLATION) == 0,
         };
-        let verdict = match self.certification.certify(&candidate) {
+        let verdict = match self.certification.certify(candidate) {
             Verdict::Pass { depends_on } => Verdict::Pass { depends_on: depends_on.max(self.ordering.barrier) },
             Verdict::Fail => Verdict::Fail,
         };
@@ -460,13 +463,10 @@ impl<W: Clone + PartialEq> Core<W> {
         self.observed(|| super::Observation::Certified { seqno, verdict, with_group_state });
         self.ordering.delivered = seqno;
         self.ordering.verdicts.record(seqno, verdict == Verdict::Fail);
-        if candidate.isolation || candidate.pa_unsafe {
+        if isolation || pa_unsafe {
             self.ordering.barrier = seqno;
         }
-        let bytes = ws.byte_len() as i64;
-        // The index keeps what it needs of the keys, and applying needs none: a big
-        // writeset's keys (one per row) are not held while it waits and applies.
-        ws.keys = KeySet::default();
+        let bytes = (ws.data.len() + key_bytes) as i64;
         self.ordering.bytes_since_checkpoint += bytes as u64;
         let c = &mut self.counters;
         c.received += 1;
