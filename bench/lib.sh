@@ -221,20 +221,27 @@ bench_prepare_side_by_side() {
 }
 
 # bench_slave_threads N SOCKET...: wsrep_slave_threads=N on every server, waiting (30 s at
-# most) until each runs N appliers (the server starts them in the background).
+# most) until each runs N appliers (the server starts them in the background). Fewer
+# appliers: with Galera an applier leaves only after an event, so a node that receives none
+# (the one the clients write on) gets some, from small writes on another node of its cluster
+# (SOCKETs are .../nodeN/mariadbd.sock).
 bench_slave_threads() {
-    local threads=$1 socket deadline=$((SECONDS + 30))
+    local threads=$1 socket other deadline=$((SECONDS + 30))
     shift
     for socket in "$@"; do
         bench_sql "$socket" "SET GLOBAL wsrep_slave_threads = $threads" || return 1
     done
     for socket in "$@"; do
+        other=${socket%/node*/mariadbd.sock}/node$([[ $socket == */node1/* ]] && echo 2 || echo 1)/mariadbd.sock
         until [[ $(bench_wsrep_var "$socket" wsrep_applier_thread_count) == "$threads" ]]; do
             if ((SECONDS > deadline)); then
                 echo "bench: $socket: wsrep_applier_thread_count is" \
                     "$(bench_wsrep_var "$socket" wsrep_applier_thread_count), not $threads" >&2
                 return 1
             fi
+            bench_sql "$other" "CREATE DATABASE IF NOT EXISTS bench_nudge;
+                CREATE TABLE IF NOT EXISTS bench_nudge.t (id INT AUTO_INCREMENT PRIMARY KEY);
+                INSERT INTO bench_nudge.t VALUES ()" || return 1
             sleep 0.2
         done
     done

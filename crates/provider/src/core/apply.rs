@@ -2,6 +2,7 @@
 //! `recv`, one idle applier is woken per event, and an event runs once everything it depends
 //! on has committed. Also the joiner's handshake and the donor's part of a state transfer,
 //! which run on applier threads too.
+use super::parallelism::Width;
 use super::phase::{CatchUp, Handshake, Phase, Restart};
 use super::{Core, APPLICATION_PROTOCOL, APPLY_QUEUE_LIMIT, CAPABILITIES};
 use crate::application::{Member, View, ViewStatus};
@@ -13,6 +14,16 @@ use std::collections::{BTreeSet, VecDeque};
 
 /// Failed verdicts kept for donating: this many seqnos back from the newest.
 const VERDICT_HISTORY: Seqno = 1 << 22;
+
+/// A queue nothing was taken from for this long gets another applier, whatever the width in
+/// force: those in flight are held by a long writeset, a donation or a lock.
+const HELD_QUEUE_MS: u64 = 5;
+
+/// Whether an applier may take one of `queued` events while `others` are in flight, under
+/// `width`, nothing taken for `waited_ms`.
+fn may_take(queued: usize, others: usize, width: Width, waited_ms: u64) -> bool {
+    queued > 0 && (width == Width::All || others == 0 || waited_ms >= HELD_QUEUE_MS)
+}
 
 /// Ordered work for an applier thread.
 #[derive(Debug)]
@@ -269,7 +280,7 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         self.events.push_back(event);
         self.counters.recv_queue.sample(self.events.len());
-        self.wake_one_applier();
+        self.schedule_appliers();
         self.flow_check();
     }
 
@@ -284,6 +295,25 @@ impl<W: Clone + PartialEq> Core<W> {
         if let Some(w) = self.idle_appliers.pop_front() {
             self.effects.wake.push(w);
         }
+    }
+
+    /// Wakes an idle applier if it may take an event beside those in flight (`may_take`);
+    /// otherwise one in flight takes the next event when it is done, without a hand-off.
+    pub(super) fn schedule_appliers(&mut self) {
+        self.parallelism.observe(self.events.len(), self.receivers, self.clock_ms);
+        if may_take(self.events.len(), self.appliers_in_flight(), self.parallelism.width(), self.waited_ms()) {
+            self.wake_one_applier();
+        }
+    }
+
+    /// Applier threads in `recv` that are not idle.
+    fn appliers_in_flight(&self) -> usize {
+        self.receivers.saturating_sub(self.idle_appliers.len())
+    }
+
+    /// Since an applier last took an event.
+    fn waited_ms(&self) -> u64 {
+        self.clock_ms.saturating_sub(self.last_taken_ms)
     }
 
     /// Events waiting for appliers.
@@ -369,20 +399,23 @@ impl<W: Clone + PartialEq> Core<W> {
         // it brings, or would be applied besides the donor's copy that replaces it.
         let settled = self.connection.as_ref().is_some_and(|c| c.catch_up.settled());
         let event = if self.phase.app_ready() && settled {
-            self.events.pop_front()
+            // The caller is in flight too, until it goes idle here.
+            let others = self.appliers_in_flight().saturating_sub(1);
+            let takes = may_take(self.events.len(), others, self.parallelism.width(), self.waited_ms());
+            takes.then(|| self.events.pop_front()).flatten()
         } else {
             self.events.iter().position(Event::before_handshake).and_then(|at| self.events.remove(at))
         };
         match event {
             Some(event) => {
+                self.last_taken_ms = self.clock_ms;
+                self.parallelism.taken();
                 if self.events.len() < APPLY_QUEUE_LIMIT {
                     self.release_held_delivery();
                 }
                 self.flow_check();
-                if !self.events.is_empty() {
-                    // Parallel applying: the next event may run beside this one.
-                    self.wake_one_applier();
-                }
+                // Parallel applying: the next event may run beside this one.
+                self.schedule_appliers();
                 Some(Task::Run(event))
             }
             None => {
@@ -1128,5 +1161,19 @@ impl<W: Clone + PartialEq> Core<W> {
     /// (`Core::snapshot_reaches_stream`).
     pub fn donated_stream_only(&mut self) {
         self.announce_synced();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{may_take, Width, HELD_QUEUE_MS};
+
+    #[test]
+    fn under_a_width_of_one_a_second_applier_takes_only_from_a_held_queue() {
+        assert!(!may_take(0, 0, Width::All, 0), "nothing queued");
+        assert!(may_take(1, 0, Width::One, 0), "no other applier in flight");
+        assert!(!may_take(15, 1, Width::One, HELD_QUEUE_MS - 1), "the one in flight takes it when done");
+        assert!(may_take(1, 1, Width::One, HELD_QUEUE_MS), "nothing taken for a while: held");
+        assert!(may_take(1, 3, Width::All, 0), "every applier may take under a width of all");
     }
 }

@@ -15,6 +15,7 @@ mod control;
 mod flow;
 mod monitor;
 mod ordering;
+mod parallelism;
 pub mod phase;
 #[cfg(test)]
 mod restart_tests;
@@ -433,6 +434,11 @@ pub struct Core<W> {
     events: VecDeque<Event>,
     /// Appliers waiting for an event, longest first.
     idle_appliers: VecDeque<W>,
+    /// When an applier last took an event (`clock_ms`): a queue that waited longer than
+    /// `apply.rs`'s `HELD_QUEUE_MS` since then gets another applier.
+    last_taken_ms: u64,
+    /// One applier or all at once (parallelism.rs).
+    parallelism: parallelism::Parallelism,
     /// The group was told to hold deliveries: resume them when there is room.
     deliveries_held: bool,
     /// A delivery that arrived when there was no room, taken first when there is.
@@ -507,6 +513,8 @@ impl<W: Clone + PartialEq> Core<W> {
             certification,
             events: VecDeque::new(),
             idle_appliers: VecDeque::new(),
+            last_taken_ms: 0,
+            parallelism: Default::default(),
             deliveries_held: false,
             held_delivery: None,
             ballots: BTreeMap::new(),

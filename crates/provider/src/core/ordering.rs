@@ -204,6 +204,9 @@ impl<W: Clone + PartialEq> Core<W> {
         if primary {
             self.flow_check();
         }
+        if self.phase.app_ready() {
+            self.schedule_appliers();
+        }
         // Purged writesets leave memory a slice at a time, between deliveries as well.
         self.certification.reclaim();
         if let Some(checkpoint) = self.checkpoint_due(now_ms) {
