@@ -28,6 +28,18 @@ pub fn extend_by_eighths(buffer: &mut Vec<u8>, data: &[u8]) {
     buffer.extend_from_slice(data);
 }
 
+/// Spare room past which `trim_slack` gives it back.
+const SLACK_BYTES: usize = 1 << 20;
+
+/// Gives back a finished buffer's spare room beyond `SLACK_BYTES`: what growing by eighths
+/// left, up to an eighth of a big writeset held as long as the writeset. Big blocks shrink
+/// in place.
+pub fn trim_slack(buffer: &mut Vec<u8>) {
+    if buffer.capacity() - buffer.len() > SLACK_BYTES {
+        buffer.shrink_to_fit();
+    }
+}
+
 #[derive(Default)]
 pub struct Writer {
     pub bytes: Vec<u8>,
@@ -172,6 +184,12 @@ mod tests {
             extend_by_eighths(&mut small, b"row");
         }
         assert!(small.capacity() < 2 * small.len(), "{}", small.capacity());
+        // Finished, the big one gives its room back; the small one keeps its little.
+        trim_slack(&mut buffer);
+        assert_eq!(buffer.capacity(), buffer.len());
+        let room = small.capacity();
+        trim_slack(&mut small);
+        assert_eq!(small.capacity(), room);
     }
 
     #[test]

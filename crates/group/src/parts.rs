@@ -126,6 +126,7 @@ impl Assembly {
         }
         buffer.reserve_exact(tail.len());
         buffer.extend_from_slice(&tail);
+        crate::codec::trim_slack(&mut buffer);
         Some(buffer)
     }
 

@@ -1,6 +1,6 @@
 //! Certification keys: an ordered chain of parts (database, table, row) and an access type.
 
-use lockstep_group::codec::{extend_by_eighths, DecodeError, Reader, Writer};
+use lockstep_group::codec::{extend_by_eighths, DecodeError, Reader};
 
 /// Access types in increasing strength (wsrep v26 values).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
@@ -91,13 +91,14 @@ impl KeySet {
         KeySlice { bytes: &self.bytes, count: self.count, part_bytes: self.part_bytes }
     }
 
-    /// What [`KeySet::encode`] writes, in bytes.
+    /// Its size in a writeset: the count (u32), then the keys.
     pub fn encoded_len(&self) -> usize {
         4 + self.bytes.len()
     }
 
-    pub fn encode(&self, w: &mut Writer) {
-        w.len(self.count).fixed(&self.bytes);
+    /// The keys as a writeset carries them after their count.
+    pub fn encoded_keys(&self) -> &[u8] {
+        &self.bytes
     }
 }
 
@@ -280,6 +281,7 @@ impl std::hash::Hasher for ChainHasher {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lockstep_group::codec::Writer;
 
     fn chain_id(parts: &[Vec<u8>]) -> ChainId {
         chain_ids(parts.iter().map(Vec::as_slice)).last().expect("a part at least")
@@ -319,7 +321,7 @@ mod tests {
         assert_eq!(joined.byte_len(), 2 * set.byte_len());
 
         let mut w = Writer::default();
-        set.encode(&mut w);
+        w.len(set.len()).fixed(set.encoded_keys());
         let mut r = Reader::new(&w.bytes);
         assert_eq!(KeySet::from(KeySlice::decode(&mut r).unwrap()), set);
         assert!(r.at_end());

@@ -345,9 +345,9 @@ enum TrxState {
 #[derive(Debug)]
 struct LocalTrx {
     trx_id: u64,
-    keys: crate::certification::KeySet,
-    /// The writeset's data: collected while executing, given to the writeset when certified,
-    /// taken back from the delivered writeset (for a replay).
+    /// Its writeset's keys and data as they are collected, until certified.
+    collected: crate::writeset::WritesetBuilder,
+    /// Its writeset's data, taken from the delivered writeset (for a replay).
     data: Vec<u8>,
     state: TrxState,
     flags: u32,
@@ -365,7 +365,7 @@ impl LocalTrx {
     fn new(trx_id: u64, conn_id: u64) -> Self {
         LocalTrx {
             trx_id,
-            keys: Default::default(),
+            collected: Default::default(),
             data: Vec::new(),
             state: TrxState::Executing,
             flags: 0,

@@ -4,8 +4,7 @@ use super::{Core, InFlight, LocalTrx, TrxState};
 use crate::application::{WsHandle, TRX_ID_UNDEFINED};
 use crate::certification::{Key, KeySet, KeyType, Verdict};
 use crate::types::{flags, Gtid, Seqno, SourceTrx, Status, TrxMeta, Uuid, SEQNO_UNDEFINED};
-use crate::writeset::Writeset;
-use lockstep_group::codec::extend_by_eighths;
+use crate::writeset::{Outgoing, Writeset, WritesetBuilder};
 use std::time::Duration;
 
 /// An isolated statement as the server gives it: its keys' parts, and its data.
@@ -21,7 +20,7 @@ pub enum CertifyStart {
     Done(Status, TrxMeta),
     /// Wait `pace` (this member's turn under a flow-control pace), encode and submit this
     /// writeset (outside the lock), then wait for its outcome.
-    Submit { writeset: Writeset, local_id: u64, pace: Duration },
+    Submit { writeset: Outgoing, local_id: u64, pace: Duration },
 }
 
 /// What a replay applies, on the transaction's own client thread.
@@ -72,7 +71,7 @@ impl<W: Clone + PartialEq> Core<W> {
     /// Adds keys to the transaction's writeset; returns its token for the handle's `opaque`.
     pub fn append_key(&mut self, handle: WsHandle, keys: &KeySet) -> u64 {
         let id = self.open_trx(handle);
-        self.trxs.get_mut(&id).expect("just opened").keys.append(keys);
+        self.trxs.get_mut(&id).expect("just opened").collected.append_keys(keys);
         id
     }
 
@@ -81,7 +80,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let id = self.open_trx(handle);
         let trx = self.trxs.get_mut(&id).expect("just opened");
         for buffer in buffers {
-            extend_by_eighths(&mut trx.data, buffer);
+            trx.collected.append_data(buffer);
         }
         id
     }
@@ -92,25 +91,23 @@ impl<W: Clone + PartialEq> Core<W> {
         &mut self,
         source: SourceTrx,
         ws_flags: u32,
-        keys: KeySet,
-        data: Vec<u8>,
+        body: WritesetBuilder,
         trx: Option<u64>,
-    ) -> (Writeset, u64) {
+    ) -> Outgoing {
         let local_id = self.next_local_id;
         self.next_local_id += 1;
         let last_seen = self.committed.last_contiguous();
         self.ordering.in_flight.insert(local_id, InFlight { last_seen, trx, outcome: None, waiter: None });
         let queued = self.send_queue_len();
         self.counters.send_queue.sample(queued);
-        let ws = Writeset { source, local_id, last_seen, flags: ws_flags, keys, data };
-        let keys_bytes = ws.keys.byte_len();
+        let (keys_bytes, data_bytes) = (body.key_bytes(), body.data_len());
         let c = &mut self.counters;
         c.replicated += 1;
-        c.repl_keys += ws.keys.len() as i64;
+        c.repl_keys += body.key_count() as i64;
         c.repl_keys_bytes += keys_bytes as i64;
-        c.repl_data_bytes += ws.data.len() as i64;
-        c.replicated_bytes += (keys_bytes + ws.data.len()) as i64;
-        (ws, local_id)
+        c.repl_data_bytes += data_bytes as i64;
+        c.replicated_bytes += (keys_bytes + data_bytes) as i64;
+        Outgoing { source, local_id, last_seen, flags: ws_flags, body }
     }
 
     /// The first half of `certify`, at `now` (any monotonic clock): checks, then the writeset
@@ -146,7 +143,7 @@ impl<W: Clone + PartialEq> Core<W> {
         if !can_replicate {
             return Some(CertifyStart::Done(Status::ConnFail, unordered));
         }
-        let size = trx.data.len() + trx.keys.byte_len();
+        let size = trx.collected.data_len() + trx.collected.key_bytes();
         if size as u64 > max_size {
             log::warn!(
                 "writeset of trx {} is {size} bytes, over the limit of {max_size} (repl.max_ws_size, and what \
@@ -155,12 +152,12 @@ impl<W: Clone + PartialEq> Core<W> {
             );
             return Some(CertifyStart::Done(Status::SizeExceeded, unordered));
         }
-        let keys = std::mem::take(&mut trx.keys);
-        let data = std::mem::take(&mut trx.data);
+        let body = std::mem::take(&mut trx.collected);
         let trx_id = trx.trx_id;
         trx.state = TrxState::Ordering;
         let source = SourceTrx { node: self.member(), trx_id, conn_id };
-        let (writeset, local_id) = self.prepare_writeset(source, ws_flags, keys, data, Some(id));
+        let writeset = self.prepare_writeset(source, ws_flags, body, Some(id));
+        let local_id = writeset.local_id;
         self.trxs.get_mut(&id).expect("looked up above").local_id = local_id;
         // A streaming transaction's fragments take no turns under a pace (a stop holds them):
         // one at a time, each already waits for its own certification, and a fragment kept
@@ -447,7 +444,7 @@ impl<W: Clone + PartialEq> Core<W> {
         statement: &mut Option<Statement>,
         ws_flags: u32,
         waiter: &W,
-    ) -> Option<Result<(Writeset, u64), (Status, TrxMeta)>> {
+    ) -> Option<Result<(Outgoing, u64), (Status, TrxMeta)>> {
         let source = SourceTrx { node: self.member(), trx_id: conn_id, conn_id };
         let unordered = TrxMeta::unordered(source);
         if self.writers_held() && self.can_replicate() {
@@ -463,8 +460,13 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         let (key_parts, data) = statement.take().expect("taken only once, when ordered");
         // The v26 call carries no key types: every isolation key is exclusive.
-        let keys = key_parts.into_iter().map(|parts| Key::new(parts, KeyType::Exclusive)).collect();
-        Some(Ok(self.prepare_writeset(source, ws_flags | flags::ISOLATION, keys, data, None)))
+        let keys: KeySet = key_parts.into_iter().map(|parts| Key::new(parts, KeyType::Exclusive)).collect();
+        let mut body = WritesetBuilder::default();
+        body.append_keys(&keys);
+        body.append_data(&data);
+        let writeset = self.prepare_writeset(source, ws_flags | flags::ISOLATION, body, None);
+        let local_id = writeset.local_id;
+        Some(Ok((writeset, local_id)))
     }
 
     /// The ordered statement may run once everything before it has committed; it then holds

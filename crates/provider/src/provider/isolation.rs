@@ -19,7 +19,7 @@ impl Provider {
             Ok(ordered) => ordered,
             Err(refused) => return refused,
         };
-        self.submit(writeset, local_id);
+        self.submit(writeset.encode(), local_id);
         self.wait_for(None, |core, me| core.isolation_outcome(conn_id, local_id, me)).expect("no deadline")
     }
 

@@ -34,7 +34,7 @@ impl Provider {
             std::thread::sleep(pace);
         }
         let submitted = Instant::now();
-        self.submit(writeset, local_id);
+        self.submit(writeset.encode(), local_id);
         self.wait_for(None, |core, me| {
             let outcome = core.certify_outcome(handle, local_id, me)?;
             core.replicated_in(submitted.elapsed());
@@ -48,17 +48,16 @@ impl Provider {
     pub fn rollback(&self, trx_id: u64, data: Vec<u8>) -> Status {
         match self.with_core(|core| core.rollback_fragment(trx_id, data)) {
             Ok((writeset, local_id)) => {
-                self.submit(writeset, local_id);
+                self.submit(writeset.encode(), local_id);
                 Status::Ok
             }
             Err(status) => status,
         }
     }
 
-    /// Encodes a writeset once, outside the lock, and hands the bytes to the group; its
-    /// outcome reaches the core by delivery, or by the group's failure report.
-    pub(super) fn submit(&self, writeset: crate::writeset::Writeset, local_id: u64) {
-        let bytes = writeset.encode();
+    /// Hands a writeset's bytes (encoded once, outside the lock) to the group; its outcome
+    /// reaches the core by delivery, or by the group's failure report.
+    pub(super) fn submit(&self, bytes: Vec<u8>, local_id: u64) {
         match self.link() {
             Some(link) => link.node.submit_tagged(bytes, local_id),
             None => self.with_core(|core| core.submit_impossible(local_id)),

@@ -18,7 +18,7 @@ use crate::core::{
 };
 use crate::grastate::SavedState;
 use crate::types::{flags, Gtid, Seqno, Status, Uuid};
-use crate::writeset::{Control, Writeset};
+use crate::writeset::{Control, Outgoing, Writeset};
 use lockstep_group::sim::Sim as GroupSim;
 use lockstep_group::MemberId;
 use std::collections::{BTreeMap, BTreeSet};
@@ -108,7 +108,7 @@ enum Client {
     Paced {
         trx: Trx,
         local_id: u64,
-        writeset: Box<Writeset>,
+        writeset: Box<Outgoing>,
         until_ms: u64,
     },
     Certifying {
