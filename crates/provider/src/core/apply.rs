@@ -15,14 +15,15 @@ use std::collections::{BTreeSet, VecDeque};
 /// Failed verdicts kept for donating: this many seqnos back from the newest.
 const VERDICT_HISTORY: Seqno = 1 << 22;
 
-/// A queue nothing was taken from for this long gets another applier, whatever the width in
-/// force: those in flight are held by a long writeset, a donation or a lock.
+/// An applier in flight for this long holds the queue (a long writeset, a donation, a
+/// lock): whatever the width in force, the others may take what follows, to apply it
+/// meanwhile and commit it right after.
 const HELD_QUEUE_MS: u64 = 5;
 
 /// Whether an applier may take one of `queued` events while `others` are in flight, under
-/// `width`, nothing taken for `waited_ms`.
-fn may_take(queued: usize, others: usize, width: Width, waited_ms: u64) -> bool {
-    queued > 0 && (width == Width::All || others == 0 || waited_ms >= HELD_QUEUE_MS)
+/// `width`; `held`: one in flight holds the queue.
+fn may_take(queued: usize, others: usize, width: Width, held: bool) -> bool {
+    queued > 0 && (width == Width::All || others == 0 || held)
 }
 
 /// Ordered work for an applier thread.
@@ -300,20 +301,18 @@ impl<W: Clone + PartialEq> Core<W> {
     /// Wakes an idle applier if it may take an event beside those in flight (`may_take`);
     /// otherwise one in flight takes the next event when it is done, without a hand-off.
     pub(super) fn schedule_appliers(&mut self) {
-        self.parallelism.observe(self.events.len(), self.receivers, self.clock_ms);
-        if may_take(self.events.len(), self.appliers_in_flight(), self.parallelism.width(), self.waited_ms()) {
+        let held = self.queue_held();
+        let appliers = self.appliers_in_flight.len() + self.idle_appliers.len();
+        self.parallelism.observe(self.events.len(), appliers, held || self.flow.applying_big(), self.clock_ms);
+        if may_take(self.events.len(), self.appliers_in_flight.len(), self.parallelism.width(), held) {
             self.wake_one_applier();
         }
     }
 
-    /// Applier threads in `recv` that are not idle.
-    fn appliers_in_flight(&self) -> usize {
-        self.receivers.saturating_sub(self.idle_appliers.len())
-    }
-
-    /// Since an applier last took an event.
-    fn waited_ms(&self) -> u64 {
-        self.clock_ms.saturating_sub(self.last_taken_ms)
+    /// An applier in flight has been for `HELD_QUEUE_MS` or more.
+    fn queue_held(&self) -> bool {
+        let now = self.clock_ms;
+        self.appliers_in_flight.iter().any(|(_, taken_ms)| now.saturating_sub(*taken_ms) >= HELD_QUEUE_MS)
     }
 
     /// Events waiting for appliers.
@@ -348,8 +347,9 @@ impl<W: Clone + PartialEq> Core<W> {
         Some(generation)
     }
 
-    pub fn leave_recv(&mut self) {
+    pub fn leave_recv(&mut self, waiter: &W) {
         self.receivers -= 1;
+        self.appliers_in_flight.retain(|(w, _)| w != waiter);
     }
 
     /// An applier leaves `recv` after this node failed: all but the last go now. The last one
@@ -387,6 +387,8 @@ impl<W: Clone + PartialEq> Core<W> {
     /// The next event for an applier of connection `generation`, or `None` after registering
     /// `waiter` as idle.
     pub fn next_task(&mut self, generation: u64, waiter: &W) -> Option<Task> {
+        // Done with what it took before, if anything.
+        self.appliers_in_flight.retain(|(w, _)| w != waiter);
         if !self.is_current(generation) {
             return Some(Task::Exit(Status::Ok));
         }
@@ -399,16 +401,15 @@ impl<W: Clone + PartialEq> Core<W> {
         // it brings, or would be applied besides the donor's copy that replaces it.
         let settled = self.connection.as_ref().is_some_and(|c| c.catch_up.settled());
         let event = if self.phase.app_ready() && settled {
-            // The caller is in flight too, until it goes idle here.
-            let others = self.appliers_in_flight().saturating_sub(1);
-            let takes = may_take(self.events.len(), others, self.parallelism.width(), self.waited_ms());
+            let others = self.appliers_in_flight.len();
+            let takes = may_take(self.events.len(), others, self.parallelism.width(), self.queue_held());
             takes.then(|| self.events.pop_front()).flatten()
         } else {
             self.events.iter().position(Event::before_handshake).and_then(|at| self.events.remove(at))
         };
         match event {
             Some(event) => {
-                self.last_taken_ms = self.clock_ms;
+                self.appliers_in_flight.push((waiter.clone(), self.clock_ms));
                 self.parallelism.taken();
                 if self.events.len() < APPLY_QUEUE_LIMIT {
                     self.release_held_delivery();
@@ -1166,14 +1167,14 @@ impl<W: Clone + PartialEq> Core<W> {
 
 #[cfg(test)]
 mod tests {
-    use super::{may_take, Width, HELD_QUEUE_MS};
+    use super::{may_take, Width};
 
     #[test]
     fn under_a_width_of_one_a_second_applier_takes_only_from_a_held_queue() {
-        assert!(!may_take(0, 0, Width::All, 0), "nothing queued");
-        assert!(may_take(1, 0, Width::One, 0), "no other applier in flight");
-        assert!(!may_take(15, 1, Width::One, HELD_QUEUE_MS - 1), "the one in flight takes it when done");
-        assert!(may_take(1, 1, Width::One, HELD_QUEUE_MS), "nothing taken for a while: held");
-        assert!(may_take(1, 3, Width::All, 0), "every applier may take under a width of all");
+        assert!(!may_take(0, 0, Width::All, false), "nothing queued");
+        assert!(may_take(1, 0, Width::One, false), "no other applier in flight");
+        assert!(!may_take(15, 1, Width::One, false), "the one in flight takes it when done");
+        assert!(may_take(1, 1, Width::One, true), "one in flight for long: held");
+        assert!(may_take(1, 3, Width::All, false), "every applier may take under a width of all");
     }
 }

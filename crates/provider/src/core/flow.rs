@@ -376,7 +376,7 @@ impl FlowControl {
         }
     }
 
-    fn applying_big(&self) -> bool {
+    pub fn applying_big(&self) -> bool {
         !self.big_applies.is_empty()
     }
 

@@ -434,9 +434,9 @@ pub struct Core<W> {
     events: VecDeque<Event>,
     /// Appliers waiting for an event, longest first.
     idle_appliers: VecDeque<W>,
-    /// When an applier last took an event (`clock_ms`): a queue that waited longer than
-    /// `apply.rs`'s `HELD_QUEUE_MS` since then gets another applier.
-    last_taken_ms: u64,
+    /// Appliers that took an event and have not asked for another since, with when they
+    /// took it (`clock_ms`): one in flight for `apply.rs`'s `HELD_QUEUE_MS` holds the queue.
+    appliers_in_flight: Vec<(W, u64)>,
     /// One applier or all at once (parallelism.rs).
     parallelism: parallelism::Parallelism,
     /// The group was told to hold deliveries: resume them when there is room.
@@ -513,7 +513,7 @@ impl<W: Clone + PartialEq> Core<W> {
             certification,
             events: VecDeque::new(),
             idle_appliers: VecDeque::new(),
-            last_taken_ms: 0,
+            appliers_in_flight: Vec::new(),
             parallelism: Default::default(),
             deliveries_held: false,
             held_delivery: None,

@@ -1,9 +1,9 @@
 //! How many appliers take events at once: one, or every applier thread the server runs
 //! (`wsrep_slave_threads`), whichever took more events a second when last measured with a
-//! backlog (docs/design/provider-core.md, "Parallel applying"). Parallel applying pays on a
-//! machine with cores to spare; on a busy one each extra applier only adds a wake-up and a
-//! commit-order hand-off per writeset. Pure: the core feeds it its queue, the events its
-//! appliers take and the time.
+//! backlog that nothing held (docs/design/provider-core.md, "Parallel applying"). Parallel
+//! applying pays on a machine with cores to spare; on a busy one each extra applier only
+//! adds a wake-up and a commit-order hand-off per writeset. Pure: the core feeds it its
+//! queue, the events its appliers take and the time.
 
 /// A measurement counts windows at least this long in which the queue never emptied (the
 /// appliers had work all along, so what they did is what they can do).
@@ -79,9 +79,11 @@ impl Parallelism {
         self.taken += 1;
     }
 
-    /// The queue holds `queue` events at `now_ms`; `appliers`: threads in `recv`.
-    pub fn observe(&mut self, queue: usize, appliers: usize, now_ms: u64) {
-        let saturated = queue > 0 && appliers > 1;
+    /// The queue holds `queue` events at `now_ms`; `appliers`: threads in `recv`; `held`:
+    /// what is in flight holds the queue (a big writeset, a lock), which says nothing of how
+    /// fast either width applies.
+    pub fn observe(&mut self, queue: usize, appliers: usize, held: bool, now_ms: u64) {
+        let saturated = queue > 0 && appliers > 1 && !held;
         let taken = self.taken;
         let window = self.window.get_or_insert(Window { since_ms: now_ms, taken, saturated });
         window.saturated &= saturated;
@@ -143,14 +145,14 @@ mod tests {
                 p.taken();
             }
             *clock += WINDOW_MS;
-            p.observe(5, 4, *clock);
+            p.observe(5, 4, false, *clock);
         }
     }
 
     #[test]
     fn every_applier_is_kept_only_while_it_takes_more_than_one() {
         let (mut p, mut clock) = (Parallelism::default(), 0);
-        p.observe(5, 4, clock);
+        p.observe(5, 4, false, clock);
         assert_eq!(p.width(), Width::One, "one applier to begin with");
         run(&mut p, &mut clock, STAY_MS, 10);
         assert_eq!(p.width(), Width::All, "then every applier is tried");
@@ -166,12 +168,12 @@ mod tests {
     }
 
     #[test]
-    fn only_time_with_a_backlog_and_several_appliers_counts() {
+    fn only_time_with_a_backlog_that_is_not_held_and_several_appliers_counts() {
         let (mut p, mut clock) = (Parallelism::default(), 0);
-        for queue_and_appliers in [(0, 4), (5, 1)] {
+        for (queue, appliers, held) in [(0, 4, false), (5, 1, false), (5, 4, true)] {
             for _ in 0..2 * STAY_MS / WINDOW_MS {
                 clock += WINDOW_MS;
-                p.observe(queue_and_appliers.0, queue_and_appliers.1, clock);
+                p.observe(queue, appliers, held, clock);
             }
         }
         assert_eq!((p.width(), p.run_ms), (Width::One, 0));
