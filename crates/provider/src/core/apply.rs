@@ -1,7 +1,8 @@
 //! The apply queue and the appliers' turns: events wait for the server's applier threads in
-//! `recv`, one idle applier is woken per event, and an event runs once everything it depends
-//! on has committed. Also the joiner's handshake and the donor's part of a state transfer,
-//! which run on applier threads too.
+//! `recv`, an idle applier is woken for an event when it may take it (beside those in flight
+//! under the width `parallelism.rs` measured, or behind one that holds the queue), and an
+//! event runs once everything it depends on has committed. Also the joiner's handshake and
+//! the donor's part of a state transfer, which run on applier threads too.
 use super::parallelism::Width;
 use super::phase::{CatchUp, Handshake, Phase, Restart};
 use super::{Core, APPLICATION_PROTOCOL, APPLY_QUEUE_LIMIT, CAPABILITIES};

@@ -55,6 +55,8 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         self.generation += 1;
         self.flow.reset_connection(self.clock_ms);
+        // Appliers of an earlier connection that left after a failure never asked again.
+        self.appliers_in_flight.clear();
         self.connection = Some(Connection {
             generation: self.generation,
             group: self.position.uuid,
