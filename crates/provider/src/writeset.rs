@@ -178,10 +178,6 @@ impl WritesetBuilder {
     pub fn data_len(&self) -> usize {
         self.data_at.map_or(0, |at| self.bytes.len() - at - 4)
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
 }
 
 /// A local transaction's writeset on its way to the group: what goes in front of its
@@ -200,15 +196,10 @@ impl Outgoing {
     /// the room left for it (outside the core's lock: it may copy a writeset without data).
     pub fn encode(self) -> Vec<u8> {
         let Outgoing { source, local_id, last_seen, flags, mut body } = self;
-        body.started();
-        let data_at = match body.data_at {
-            Some(at) => at,
-            None => {
-                body.bytes.extend_from_slice(&[0; 4]);
-                body.bytes.len() - 4
-            }
-        };
-        let data_len = body.bytes.len() - data_at - 4;
+        // A writeset without data still carries the data's length.
+        body.append_data(&[]);
+        let data_at = body.data_at.expect("set by append_data");
+        let data_len = body.data_len();
         let mut w = header(WRITESET);
         put_uuid(&mut w, &source.node);
         w.u64(source.trx_id).u64(source.conn_id).u64(local_id);
