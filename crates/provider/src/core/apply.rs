@@ -432,7 +432,9 @@ impl<W: Clone + PartialEq> Core<W> {
     /// Whether an event at `seqno` that needs everything up to `after` committed may run;
     /// `None` after registering `waiter` with what it waits for.
     pub fn turn(&mut self, generation: u64, after: Seqno, seqno: Seqno, waiter: &W) -> Option<Turn> {
-        if !self.is_current(generation) || self.failed {
+        // An inconsistent node is ending: what waited behind the seqno that made it so (a
+        // donation, found by the provider simulator) must not run on its data.
+        if !self.is_current(generation) || self.failed || self.inconsistent {
             return Some(Turn::Ended);
         }
         let c = self.connection.as_ref().expect("current");

@@ -259,6 +259,10 @@ struct Ordering<W> {
     members: Vec<MemberId>,
     /// Members announced synced (donor candidates).
     synced: BTreeSet<MemberId>,
+    /// Members whose latest state request, ordered after this seqno with a donor chosen,
+    /// asked for a snapshot (no state of their own), until they announce themselves synced:
+    /// their vote on a seqno up to that one can only be success (core/vote.rs).
+    snapshot_joiners: BTreeMap<MemberId, Seqno>,
     /// Until the first view: announcements made before our first delivery are unknown.
     synced_unknown: bool,
     /// Which seqnos failed certification, for the incremental transfers we donate.
@@ -291,6 +295,7 @@ impl<W> Default for Ordering<W> {
             cuts: HashMap::new(),
             members: Vec::new(),
             synced: BTreeSet::new(),
+            snapshot_joiners: BTreeMap::new(),
             synced_unknown: false,
             verdicts: apply::Verdicts::default(),
             last_cut: None,

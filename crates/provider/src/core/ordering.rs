@@ -523,6 +523,7 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.barrier = seqno;
             self.ordering.cuts.retain(|id, _| view.contains(*id));
             self.ordering.synced.retain(|id| view.contains(*id));
+            self.ordering.snapshot_joiners.retain(|id, _| view.contains(*id));
             // Members that left no longer vote: what they said or would say does not count.
             self.tally_all();
             self.flow.view(self.clock_ms);
@@ -681,6 +682,7 @@ impl<W: Clone + PartialEq> Core<W> {
             }
             Control::Synced { since } => {
                 self.ordering.synced.insert(origin);
+                self.ordering.snapshot_joiners.remove(&origin);
                 if origin == me && live {
                     self.push_event(Event::Synced { after });
                 }
@@ -698,7 +700,7 @@ impl<W: Clone + PartialEq> Core<W> {
                 let ours = current || late;
                 let able = self.ordering.synced.iter().filter(|id| !self.failure_vote_open(**id)).copied().collect();
                 let donor = choose_donor(&c.view.members, &able, origin, &donors);
-                let joiner_name = c.view.members.iter().find(|m| m.id == origin).map_or("?", |m| m.name.as_str());
+                let joiner_name = c.view.members.iter().find(|m| m.id == origin).map_or("?".into(), |m| m.name.clone());
                 let Some(donor) = donor else {
                     if live {
                         // A Note: a joiner asks again, and a busy cluster is no fault.
@@ -711,11 +713,19 @@ impl<W: Clone + PartialEq> Core<W> {
                 };
                 self.ordering.synced.remove(&donor);
                 self.ordering.synced.remove(&origin);
+                if has_state {
+                    self.ordering.snapshot_joiners.remove(&origin);
+                } else {
+                    self.ordering.snapshot_joiners.insert(origin, after);
+                    // Its vote is known now: a ballot that waited for it may be decided.
+                    self.tally_all();
+                }
                 // Our current request is news to us, whatever the log says.
                 if !live && !ours {
                     return;
                 }
-                let donor_name = c.view.members.iter().find(|m| m.id == donor).map_or("?", |m| m.name.as_str());
+                let members = &self.connection.as_ref().expect("checked").view.members;
+                let donor_name = members.iter().find(|m| m.id == donor).map_or("?", |m| m.name.as_str());
                 log::info!(
                     "member {joiner_name} (position {position}) requested state transfer from '{}'; \
                      selected {donor_name} as donor",

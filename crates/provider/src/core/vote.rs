@@ -77,6 +77,24 @@ fn decide(cast: &BTreeMap<MemberId, u64>, electorate: &[MemberId]) -> Option<u64
     everyone.then(|| counts.iter().find(|(_, n)| **n == most).map(|(o, _)| *o)).flatten()
 }
 
+/// `cast` with a success vote for each member that waits for a snapshot taken after `seqno`
+/// (`joiners`: the seqno each one's request was ordered after). Such a member votes success
+/// once it holds the snapshot (`cast_due_votes`), whatever it waits for; waiting for its vote
+/// instead is waiting for its donor, who may be the member whose failure is voted on and
+/// applies nothing until the vote is decided (provider simulator, seed 2143 of a 10 000-seed
+/// run: 23 s without a commit). Galera leaves joiners out of its count.
+fn with_snapshot_joiners(
+    cast: &BTreeMap<MemberId, u64>,
+    joiners: &BTreeMap<MemberId, Seqno>,
+    seqno: Seqno,
+) -> BTreeMap<MemberId, u64> {
+    let mut cast = cast.clone();
+    for (member, _) in joiners.iter().filter(|(_, after)| **after >= seqno) {
+        cast.entry(*member).or_insert(SUCCESS);
+    }
+    cast
+}
+
 impl<W: Clone + PartialEq> Core<W> {
     /// Committing `seqno` failed here with `outcome`: our vote goes out, and the applier
     /// waits for the result (`vote_result`).
@@ -187,7 +205,8 @@ impl<W: Clone + PartialEq> Core<W> {
         if ballot.decided.is_some() {
             return;
         }
-        let Some(outcome) = decide(&ballot.cast, &self.ordering.members) else { return };
+        let cast = with_snapshot_joiners(&ballot.cast, &self.ordering.snapshot_joiners, seqno);
+        let Some(outcome) = decide(&cast, &self.ordering.members) else { return };
         ballot.decided = Some(outcome);
         self.effects.wake.extend(ballot.waiter.take());
         let dissenters = ballot.cast.values().filter(|o| **o != outcome).count();
@@ -251,5 +270,19 @@ mod tests {
         assert_eq!(decide(&cast(&[(9, 7), (1, 7)]), &ids(2)), None);
         assert_ne!(outcome_of(b"Duplicate entry '1'\0"), SUCCESS);
         assert_eq!(outcome_of(b"Duplicate entry '1'\0"), outcome_of(b"Duplicate entry '1'"));
+    }
+
+    #[test]
+    fn a_member_waiting_for_a_snapshot_taken_after_the_seqno_counts_as_success() {
+        let cast: BTreeMap<MemberId, u64> = [(MemberId(1), 7), (MemberId(2), SUCCESS)].into_iter().collect();
+        // Member 3 asked for a snapshot after seqno 10: its state will hold seqno 10's outcome.
+        let joiners: BTreeMap<MemberId, Seqno> = [(MemberId(3), 10)].into_iter().collect();
+        assert_eq!(decide(&cast, &ids(3)), None, "without it the vote waits for member 3");
+        assert_eq!(decide(&with_snapshot_joiners(&cast, &joiners, 10), &ids(3)), Some(SUCCESS));
+        // Asked before seqno 11: it applies seqno 11 itself, and its own vote is awaited.
+        assert_eq!(decide(&with_snapshot_joiners(&cast, &joiners, 11), &ids(3)), None);
+        // A vote it cast stands.
+        let voted: BTreeMap<MemberId, u64> = [(MemberId(1), 7), (MemberId(3), 7)].into_iter().collect();
+        assert_eq!(decide(&with_snapshot_joiners(&voted, &joiners, 10), &ids(3)), Some(7));
     }
 }
