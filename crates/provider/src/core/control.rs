@@ -69,6 +69,7 @@ impl<W: Clone + PartialEq> Core<W> {
             component: Component::Primary,
             group_primary: false,
             joined_at: None,
+            gap_before_first_view: false,
             catch_up: if bootstrap { CatchUp::Done } else { CatchUp::Waiting },
             request_id: 0,
             earlier_requests: Vec::new(),

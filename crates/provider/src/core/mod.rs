@@ -187,6 +187,10 @@ pub struct Connection {
     pub group_primary: bool,
     /// Seqno of our first view in this connection: the server sees every view from there.
     pub joined_at: Option<Seqno>,
+    /// A gap in the group's log (not one replayed from our own) came before our first view
+    /// in this connection: the view that would have started it may be inside the gap, and
+    /// the group's current view then stands in for it (`Core::view_after_gap`).
+    pub gap_before_first_view: bool,
     pub catch_up: CatchUp,
     /// Id of our latest state request (0: none sent).
     pub request_id: u64,
