@@ -632,6 +632,13 @@ impl<W: Clone + PartialEq> Core<W> {
                 self.set_phase(Phase::Joining(Handshake::Received { position, rcode: -1 }));
                 Status::Ok
             }
+            Phase::Joining(Handshake::Received { position: taken, .. }) => {
+                // The server runs one script per request; a second result is not its own.
+                log::warn!(
+                    "state transfer result {position} (rcode {rcode}) arrived after this node took {taken}: ignored"
+                );
+                Status::Ok
+            }
             Phase::Joining(h) => {
                 if h != Handshake::Requested {
                     log::warn!("state transfer result {position} (rcode {rcode}) arrived before it was requested");

@@ -4,7 +4,7 @@
 use super::db::Db;
 use super::invariants::Checks;
 use super::node::Node;
-use crate::core::phase::{CatchUp, Phase};
+use crate::core::phase::{CatchUp, Handshake, Phase};
 use crate::core::Transferred;
 use crate::ist::{Item, Preload};
 use crate::types::{Gtid, Seqno};
@@ -150,6 +150,15 @@ pub fn deliver(
                 let stored = nodes[t.to].db.position();
                 let reported = if snapshot.is_none() && stored.uuid == state_id.uuid { stored } else { state_id };
                 let core = nodes[t.to].core_mut().expect("checked");
+                if matches!(core.phase(), Phase::Joining(Handshake::Received { .. })) {
+                    // The joiner's script ended with an earlier donor's state: this donor's
+                    // script finds nobody listening and fails (seed 5304: a request asked
+                    // again while the first donor still served the first one).
+                    let failed = Gtid::new(state_id.uuid, crate::types::SEQNO_UNDEFINED);
+                    end_donation(nodes, group, t.donor, t.donor_incarnation, failed, super::node::BROKEN_PIPE);
+                    nodes[t.to].after_call(group);
+                    continue;
+                }
                 // The server's script takes the snapshot only while it waits for one.
                 let waiting = matches!(core.phase(), Phase::Joining(_));
                 core.sst_received(reported, 0);
