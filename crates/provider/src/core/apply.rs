@@ -350,6 +350,11 @@ impl<W: Clone + PartialEq> Core<W> {
 
     pub fn leave_recv(&mut self, waiter: &W) {
         self.receivers -= 1;
+        self.applier_done(waiter);
+    }
+
+    /// `waiter` is done with the event it took, if any: it no longer holds the queue.
+    fn applier_done(&mut self, waiter: &W) {
         self.appliers_in_flight.retain(|(w, _)| w != waiter);
     }
 
@@ -388,8 +393,7 @@ impl<W: Clone + PartialEq> Core<W> {
     /// The next event for an applier of connection `generation`, or `None` after registering
     /// `waiter` as idle.
     pub fn next_task(&mut self, generation: u64, waiter: &W) -> Option<Task> {
-        // Done with what it took before, if anything.
-        self.appliers_in_flight.retain(|(w, _)| w != waiter);
+        self.applier_done(waiter);
         if !self.is_current(generation) {
             return Some(Task::Exit(Status::Ok));
         }

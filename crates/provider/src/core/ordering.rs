@@ -733,7 +733,11 @@ impl<W: Clone + PartialEq> Core<W> {
                 let ours = current || late;
                 let able = self.ordering.synced.iter().filter(|id| !self.failure_vote_open(**id)).copied().collect();
                 let donor = choose_donor(&c.view.members, &able, origin, &donors);
-                let joiner_name = c.view.members.iter().find(|m| m.id == origin).map_or("?".into(), |m| m.name.clone());
+                // Owned: the tally below needs the core while they are still to be logged.
+                let name_of = |id: MemberId| {
+                    c.view.members.iter().find(|m| m.id == id).map_or("?".to_string(), |m| m.name.clone())
+                };
+                let joiner_name = name_of(origin);
                 let Some(donor) = donor else {
                     if live {
                         // A Note: a joiner asks again, and a busy cluster is no fault.
@@ -744,6 +748,7 @@ impl<W: Clone + PartialEq> Core<W> {
                     }
                     return;
                 };
+                let donor_name = name_of(donor);
                 self.ordering.synced.remove(&donor);
                 self.ordering.synced.remove(&origin);
                 if has_state {
@@ -757,8 +762,6 @@ impl<W: Clone + PartialEq> Core<W> {
                 if !live && !ours {
                     return;
                 }
-                let members = &self.connection.as_ref().expect("checked").view.members;
-                let donor_name = members.iter().find(|m| m.id == donor).map_or("?", |m| m.name.as_str());
                 log::info!(
                     "member {joiner_name} (position {position}) requested state transfer from '{}'; \
                      selected {donor_name} as donor",

@@ -27,7 +27,7 @@ impl Provider {
         };
         let result = self.receive_loop(ctx, generation);
         if result != Status::Fatal {
-            self.with_core(|core| core.leave_recv(&super::Parked(std::thread::current())));
+            self.with_core(|core| core.leave_recv(&super::Parked::current()));
             return result;
         }
         self.leave_after_failure();
@@ -40,7 +40,7 @@ impl Provider {
             if let Some(view) = view {
                 let _ = self.deliver_final_view(ctx, &view);
             }
-            self.with_core(|core| core.leave_recv(&super::Parked(std::thread::current())));
+            self.with_core(|core| core.leave_recv(&super::Parked::current()));
         }
         result
     }

@@ -52,6 +52,12 @@ pub struct InitArgs {
 #[derive(Clone, Debug)]
 pub struct Parked(Thread);
 
+impl Parked {
+    fn current() -> Parked {
+        Parked(std::thread::current())
+    }
+}
+
 impl PartialEq for Parked {
     fn eq(&self, other: &Self) -> bool {
         self.0.id() == other.0.id()
@@ -243,7 +249,7 @@ impl Provider {
         deadline: Option<Instant>,
         mut poll: impl FnMut(&mut Core<Parked>, &Parked) -> Option<T>,
     ) -> Option<T> {
-        let me = Parked(std::thread::current());
+        let me = Parked::current();
         loop {
             let mut core = self.lock_core();
             let outcome = poll(&mut core, &me);

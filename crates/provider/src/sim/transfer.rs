@@ -140,9 +140,7 @@ pub fn deliver(
                         nodes[t.to].fatal = true;
                     }
                 }
-                // MariaDB reports a failed donation with its history and no seqno.
-                let failed = Gtid::new(state_id.uuid, crate::types::SEQNO_UNDEFINED);
-                end_donation(nodes, group, t.donor, t.donor_incarnation, failed, super::node::BROKEN_PIPE);
+                donation_broke(nodes, group, t.donor, t.donor_incarnation, state_id);
             }
             TransferKind::State { state_id, snapshot, broken: false } => {
                 // After a bypass (no snapshot) MariaDB reports the position its storage
@@ -154,8 +152,7 @@ pub fn deliver(
                     // The joiner's script ended with an earlier donor's state: this donor's
                     // script finds nobody listening and fails (seed 5304: a request asked
                     // again while the first donor still served the first one).
-                    let failed = Gtid::new(state_id.uuid, crate::types::SEQNO_UNDEFINED);
-                    end_donation(nodes, group, t.donor, t.donor_incarnation, failed, super::node::BROKEN_PIPE);
+                    donation_broke(nodes, group, t.donor, t.donor_incarnation, state_id);
                     nodes[t.to].after_call(group);
                     continue;
                 }
@@ -172,6 +169,12 @@ pub fn deliver(
     }
     transfers.extend(kept);
     Ok(lost)
+}
+
+/// The donor's script failed (broken pipe): MariaDB reports it with the history and no seqno.
+fn donation_broke(nodes: &mut [Node], group: &mut GroupSim, donor: usize, incarnation: u64, state_id: Gtid) {
+    let failed = Gtid::new(state_id.uuid, crate::types::SEQNO_UNDEFINED);
+    end_donation(nodes, group, donor, incarnation, failed, super::node::BROKEN_PIPE);
 }
 
 /// The donor's `sst_sent`.
