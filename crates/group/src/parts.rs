@@ -112,7 +112,7 @@ impl Assembly {
             self.buffers.insert(origin, (upload, data));
         } else if let Some((open, buffer)) = self.buffers.get_mut(&origin) {
             if *open == upload {
-                crate::codec::extend_by_eighths(buffer, &data);
+                crate::codec::extend_in_small_steps(buffer, &data);
             }
         }
     }

@@ -18,9 +18,9 @@ use std::path::Path;
 
 /// A cache file: a bootstrap's wipe of the cache (a new history) removes it too.
 pub const FILE_NAME: &str = "lockstep-cache.certification.galera.cache";
-/// Version 2: key chains as 128-bit hashes (version 1 had their bytes); an older file is
-/// refused like a damaged one.
-const MAGIC: &[u8; 8] = b"LSCERT\x00\x02";
+/// Version 3: key chains as 64-bit hashes (version 2 had 128-bit ones, version 1 their
+/// bytes); an older file is refused like a damaged one.
+const MAGIC: &[u8; 8] = b"LSCERT\x00\x03";
 /// Far above any index a node holds; anything longer is corrupt.
 const MAX_BYTES: u32 = 1 << 31;
 

@@ -24,9 +24,9 @@ use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Version 3: the certification index's key chains as 128-bit hashes (version 2 had their
-/// bytes; version 1 bare length prefixes instead of record frames).
-const MAGIC: &[u8; 8] = b"LSIST\x00\x00\x03";
+/// Version 4: the certification index's key chains as 64-bit hashes (version 3 had 128-bit
+/// ones, version 2 their bytes; version 1 bare length prefixes instead of record frames).
+const MAGIC: &[u8; 8] = b"LSIST\x00\x00\x04";
 const HEADER: u8 = 1;
 const WRITESET: u8 = 2;
 const SKIPPED: u8 = 3;

@@ -5,7 +5,7 @@
 //! (see docs/design/replication.md).
 use crate::certification::{Chains, KeySet, KeySlice};
 use crate::types::{Gtid, Seqno, SourceTrx, Uuid};
-use lockstep_group::codec::{extend_by_eighths, trim_slack, DecodeError, Reader, Writer};
+use lockstep_group::codec::{extend_in_small_steps, trim_slack, DecodeError, Reader, Writer};
 use lockstep_group::MemberId;
 
 const FORMAT_VERSION: u8 = 1;
@@ -146,7 +146,7 @@ impl WritesetBuilder {
     pub fn append_keys(&mut self, keys: &KeySet) {
         let encoded = keys.encoded_keys();
         match self.data_at {
-            None => extend_by_eighths(self.started(), encoded),
+            None => extend_in_small_steps(self.started(), encoded),
             // The server gives keys before data; one that comes later goes before it.
             Some(at) => {
                 self.bytes.splice(at..at, encoded.iter().copied());
@@ -163,7 +163,7 @@ impl WritesetBuilder {
             self.bytes.extend_from_slice(&[0; 4]);
             self.data_at = Some(at);
         }
-        extend_by_eighths(&mut self.bytes, data);
+        extend_in_small_steps(&mut self.bytes, data);
     }
 
     pub fn key_count(&self) -> usize {
