@@ -812,7 +812,7 @@ impl<S: LogStore> Member<S> {
     /// settle the upload (`upload_failed`).
     fn complete(&mut self, request: u64, result: Result<Seqno, SubmitError>) {
         match self.uploads.iter().position(|u| u.owns(request)) {
-            Some(at) => self.upload_failed(at, request),
+            Some(at) => self.upload_failed(at, request, result == Err(SubmitError::Retry)),
             None => self.completions.push((request, result)),
         }
     }
@@ -821,13 +821,30 @@ impl<S: LogStore> Member<S> {
     /// its end went out the writeset cannot be ordered any more: it fails with `Retry`, and its
     /// parts already ordered are ignored by everyone (the next upload replaces them). After, its
     /// outcome is unknown: the submitter learns so, and the upload stays until the log settles
-    /// it (`settle_uploads`).
-    fn upload_failed(&mut self, at: usize, request: u64) {
+    /// it (`settle_uploads`). `leader_changed`: the part was refused by a member that no longer
+    /// leads, or by the log after a leader change; the upload then starts over, a few times
+    /// (`Upload::restart`), as a small writeset is sent again to the next leader. Before, a big
+    /// transaction failed whenever an election fell within its upload.
+    fn upload_failed(&mut self, at: usize, request: u64, leader_changed: bool) {
         if self.uploads[at].end_sent {
             if request == self.uploads[at].request {
                 self.completions.push((request, Err(SubmitError::Unknown)));
             }
             return;
+        }
+        if leader_changed {
+            if let Some(lost) = self.uploads[at].restart() {
+                for part in lost {
+                    self.pending.remove(&part);
+                    self.resend.remove(&part);
+                }
+                log::info!(
+                    "{}: a leader change refused a part of writeset {}: sending it again from its start",
+                    self.info.id,
+                    self.uploads[at].request
+                );
+                return;
+            }
         }
         let upload = self.uploads.remove(at).expect("found");
         for part in upload.in_flight() {
@@ -867,7 +884,7 @@ impl<S: LogStore> Member<S> {
             };
             match self.dispatch(request, op) {
                 Ok(()) => proposed |= self.raft.role() == Role::Leader,
-                Err(_) => self.upload_failed(0, request),
+                Err(_) => self.upload_failed(0, request, false),
             }
         }
         proposed
@@ -1879,7 +1896,8 @@ impl<S: LogStore> Member<S> {
             return;
         }
         if !accepted {
-            self.upload_failed(at, request);
+            // The log refused it: an earlier part of ours was lost in a leader change.
+            self.upload_failed(at, request, true);
         } else if let Some(deadline) = self.pending.get_mut(&upload) {
             // A big writeset takes as long as it takes while it moves.
             *deadline = self.now_ms + self.config.submission_timeout_ms();

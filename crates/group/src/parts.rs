@@ -12,6 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 /// few parts.
 pub const WINDOW_PARTS: usize = 8;
 
+/// Times an upload starts over after a leader change lost or refused one of its parts, at
+/// most, before its writeset fails with `SubmitError::Retry`.
+pub const RESTARTS: u32 = 3;
+
 /// One of this member's writesets ordered in parts.
 #[derive(Debug)]
 pub struct Upload {
@@ -29,6 +33,8 @@ pub struct Upload {
     pub end_sent: bool,
     /// When to send the end again if it has not been applied (a lost forward).
     pub end_resend_ms: u64,
+    /// Times it started over (`restart`).
+    restarts: u32,
 }
 
 /// What an upload sends next.
@@ -40,7 +46,31 @@ pub enum Next {
 
 impl Upload {
     pub fn new(request: u64, data: Vec<u8>) -> Self {
-        Self { request, data, sent: 0, parts: 0, in_flight: BTreeSet::new(), end_sent: false, end_resend_ms: 0 }
+        Self {
+            request,
+            data,
+            sent: 0,
+            parts: 0,
+            in_flight: BTreeSet::new(),
+            end_sent: false,
+            end_resend_ms: 0,
+            restarts: 0,
+        }
+    }
+
+    /// Starts over from part 0 if its end has not gone out and it has restarts left; returns
+    /// the part requests that were on their way, which count for nothing from now on. A new
+    /// part 0 replaces the upload every member holds open, and parts of the first try can
+    /// only be ordered before it (they were in the log of the leader that orders it, or are
+    /// lost), so its applied parts are refused or ignored.
+    pub fn restart(&mut self) -> Option<Vec<u64>> {
+        if self.end_sent || self.restarts >= RESTARTS {
+            return None;
+        }
+        self.restarts += 1;
+        self.sent = 0;
+        self.parts = 0;
+        Some(std::mem::take(&mut self.in_flight).into_iter().collect())
     }
 
     /// The next part while the window has room, then (every part applied) the end: the last
@@ -173,6 +203,23 @@ mod tests {
         assert_eq!(upload.next(1, 303), None);
         assert_eq!(upload.end(), Next::End { parts: 9, data: vec![9] });
         assert_eq!(upload.into_data(), (0..10u8).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn an_upload_starts_over_from_its_first_part_a_few_times_and_never_after_its_end() {
+        let mut upload = Upload::new(100, (0..4u8).collect());
+        assert!(matches!(upload.next(1, 200), Some(Next::Part { part: 0, .. })));
+        assert!(matches!(upload.next(1, 201), Some(Next::Part { part: 1, .. })));
+        assert_eq!(upload.restart(), Some(vec![200, 201]));
+        assert!(!upload.owns(200) && !upload.part_applied(201), "the first try's parts count for nothing");
+        assert_eq!(upload.next(1, 202), Some(Next::Part { part: 0, data: vec![0] }));
+        for _ in 1..RESTARTS {
+            assert!(upload.restart().is_some());
+        }
+        assert_eq!(upload.restart(), None, "out of restarts");
+        let mut ended = Upload::new(100, vec![1]);
+        assert!(matches!(ended.next(1, 300), Some(Next::End { parts: 0, .. })));
+        assert_eq!(ended.restart(), None);
     }
 
     #[test]
