@@ -788,6 +788,12 @@ impl<S: LogStore> Member<S> {
                 f.sent_in = None;
             }
         }
+        // The same holds for the parts of our upload (forwarded, or proposed while we led):
+        // it starts over rather than wait for parts that will never come.
+        if let Some(upload) = self.uploads.front().filter(|u| !u.end_sent && u.lost_before(term)) {
+            let request = upload.request;
+            self.upload_failed(0, request, true);
+        }
     }
 
     /// The member we forwarded `request` to did not order it (it no longer leads): send it to
@@ -869,7 +875,7 @@ impl<S: LogStore> Member<S> {
             let part_bytes = self.config.part_limit();
             let Some(upload) = self.uploads.front_mut() else { break };
             let request = upload.request;
-            let Some(next) = upload.next(part_bytes, part_request) else { break };
+            let Some(next) = upload.next(part_bytes, part_request, self.raft.term()) else { break };
             let origin = self.info.id;
             let (request, op) = match next {
                 Next::Part { part, data } => {

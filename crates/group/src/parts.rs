@@ -5,7 +5,7 @@
 
 use crate::state::OpenUpload;
 use crate::types::MemberId;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Parts of one writeset ordered but not yet applied by its origin, at most: enough to keep
 /// the leader's link busy, few enough that small writesets interleave and memory stays at a
@@ -27,8 +27,9 @@ pub struct Upload {
     sent: usize,
     /// Parts handed out.
     parts: u32,
-    /// Requests of parts handed out and not yet applied here.
-    in_flight: BTreeSet<u64>,
+    /// Requests of parts handed out and not yet applied here, with the Raft term each was
+    /// sent in.
+    in_flight: BTreeMap<u64, u64>,
     /// The end went out (under `request`): from then on only its outcome is awaited.
     pub end_sent: bool,
     /// When to send the end again if it has not been applied (a lost forward).
@@ -51,7 +52,7 @@ impl Upload {
             data,
             sent: 0,
             parts: 0,
-            in_flight: BTreeSet::new(),
+            in_flight: BTreeMap::new(),
             end_sent: false,
             end_resend_ms: 0,
             restarts: 0,
@@ -70,12 +71,13 @@ impl Upload {
         self.restarts += 1;
         self.sent = 0;
         self.parts = 0;
-        Some(std::mem::take(&mut self.in_flight).into_iter().collect())
+        Some(std::mem::take(&mut self.in_flight).into_keys().collect())
     }
 
     /// The next part while the window has room, then (every part applied) the end: the last
     /// `part_bytes` or fewer. `None` while the window is full or the parts are on their way.
-    pub fn next(&mut self, part_bytes: usize, part_request: u64) -> Option<Next> {
+    /// `term`: the Raft term the part is sent in.
+    pub fn next(&mut self, part_bytes: usize, part_request: u64, term: u64) -> Option<Next> {
         if self.end_sent {
             return None;
         }
@@ -88,7 +90,7 @@ impl Upload {
             let part = self.parts;
             self.sent += part_bytes;
             self.parts += 1;
-            self.in_flight.insert(part_request);
+            self.in_flight.insert(part_request, term);
             return Some(Next::Part { part, data });
         }
         if !self.in_flight.is_empty() {
@@ -111,16 +113,22 @@ impl Upload {
 
     /// A part of ours was applied; whether it was one of this upload's.
     pub fn part_applied(&mut self, part_request: u64) -> bool {
-        self.in_flight.remove(&part_request)
+        self.in_flight.remove(&part_request).is_some()
+    }
+
+    /// Whether a part still on its way was sent before `term`: once the first entry of
+    /// `term` is applied, such a part was dropped with an earlier leader's log.
+    pub fn lost_before(&self, term: u64) -> bool {
+        self.in_flight.values().any(|&sent_in| sent_in < term)
     }
 
     pub fn owns(&self, request: u64) -> bool {
-        self.request == request || self.in_flight.contains(&request)
+        self.request == request || self.in_flight.contains_key(&request)
     }
 
     /// Part requests still on their way.
     pub fn in_flight(&self) -> impl Iterator<Item = u64> + '_ {
-        self.in_flight.iter().copied()
+        self.in_flight.keys().copied()
     }
 
     pub fn into_data(self) -> Vec<u8> {
@@ -183,24 +191,24 @@ mod tests {
         // Parts of 1 byte: a window's worth, then nothing until one is applied.
         for _ in 0..WINDOW_PARTS {
             let request = requests.next().unwrap();
-            let Some(Next::Part { part, data }) = upload.next(1, request) else { panic!("a part") };
+            let Some(Next::Part { part, data }) = upload.next(1, request, 1) else { panic!("a part") };
             parts.push((request, part, data));
         }
-        assert_eq!(upload.next(1, 999), None);
+        assert_eq!(upload.next(1, 999, 1), None);
         assert_eq!(parts[3], (203, 3, vec![3]));
         assert!(upload.owns(203) && upload.owns(100) && !upload.owns(999));
         for (request, _, _) in &parts {
             assert!(upload.part_applied(*request));
         }
         assert!(!upload.part_applied(200), "applied once");
-        let Some(Next::Part { part: 8, data }) = upload.next(1, 300) else { panic!("part 8") };
+        let Some(Next::Part { part: 8, data }) = upload.next(1, 300, 1) else { panic!("part 8") };
         assert_eq!(data, vec![8]);
         // The last byte is the end, but not before part 8 is applied.
-        assert_eq!(upload.next(1, 301), None);
+        assert_eq!(upload.next(1, 301, 1), None);
         upload.part_applied(300);
-        assert_eq!(upload.next(1, 302), Some(Next::End { parts: 9, data: vec![9] }));
+        assert_eq!(upload.next(1, 302, 1), Some(Next::End { parts: 9, data: vec![9] }));
         assert!(upload.end_sent);
-        assert_eq!(upload.next(1, 303), None);
+        assert_eq!(upload.next(1, 303, 1), None);
         assert_eq!(upload.end(), Next::End { parts: 9, data: vec![9] });
         assert_eq!(upload.into_data(), (0..10u8).collect::<Vec<u8>>());
     }
@@ -208,17 +216,18 @@ mod tests {
     #[test]
     fn an_upload_starts_over_from_its_first_part_a_few_times_and_never_after_its_end() {
         let mut upload = Upload::new(100, (0..4u8).collect());
-        assert!(matches!(upload.next(1, 200), Some(Next::Part { part: 0, .. })));
-        assert!(matches!(upload.next(1, 201), Some(Next::Part { part: 1, .. })));
+        assert!(matches!(upload.next(1, 200, 1), Some(Next::Part { part: 0, .. })));
+        assert!(matches!(upload.next(1, 201, 2), Some(Next::Part { part: 1, .. })));
+        assert!(upload.lost_before(2) && !upload.lost_before(1), "a part sent in term 1 is lost by term 2");
         assert_eq!(upload.restart(), Some(vec![200, 201]));
         assert!(!upload.owns(200) && !upload.part_applied(201), "the first try's parts count for nothing");
-        assert_eq!(upload.next(1, 202), Some(Next::Part { part: 0, data: vec![0] }));
+        assert_eq!(upload.next(1, 202, 1), Some(Next::Part { part: 0, data: vec![0] }));
         for _ in 1..RESTARTS {
             assert!(upload.restart().is_some());
         }
         assert_eq!(upload.restart(), None, "out of restarts");
         let mut ended = Upload::new(100, vec![1]);
-        assert!(matches!(ended.next(1, 300), Some(Next::End { parts: 0, .. })));
+        assert!(matches!(ended.next(1, 300, 1), Some(Next::End { parts: 0, .. })));
         assert_eq!(ended.restart(), None);
     }
 

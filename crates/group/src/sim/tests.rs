@@ -259,6 +259,40 @@ fn writesets_in_parts_commit_among_small_ones_and_an_origin_crashing_mid_way_lea
     }
 }
 
+/// The leader crashes while a follower's writeset is on its way in parts: the parts it had
+/// not ordered are lost with it, and once the new leader's first entry is applied the
+/// follower starts the upload over; the writeset is ordered, once, whole. Before, the
+/// follower waited for the lost parts until the submission timed out and failed.
+#[test]
+fn a_writeset_in_parts_whose_leader_crashed_mid_way_starts_over_and_is_ordered() {
+    let mut config = GroupConfig::new("sim");
+    config.part_bytes = 8;
+    let mut sim = Sim::new(9, 3, config.clone());
+    sim.set_external_application(true);
+    sim.run_for(10_000).unwrap();
+    let leader = sim.status(id(1)).unwrap().leader.expect("a leader");
+    let writer = (1..=3).map(id).find(|&m| m != leader).unwrap();
+    let other = (1..=3).map(id).find(|&m| m != leader && m != writer).unwrap();
+    for m in 1..=3 {
+        while sim.pop_delivered(id(m)).unwrap().is_some() {}
+    }
+    let data: Vec<u8> = (0..4_000u32).map(|i| (i % 251) as u8).collect();
+    assert!(sim.submit_tagged(writer, data.clone(), 7, false));
+    sim.run_for(20).unwrap();
+    sim.crash(leader, None);
+    sim.run_for(2 * config.suspect_timeout_ms + 10_000).unwrap();
+    assert_eq!(sim.take_failures(writer), vec![]);
+    for m in [writer, other] {
+        let mut ours = Vec::new();
+        while let Some((d, _)) = sim.pop_delivered(m).unwrap() {
+            if matches!(d.kind, DeliveredKind::Writeset { origin, .. } if origin == writer) {
+                ours.push(d.bytes);
+            }
+        }
+        assert_eq!(ours, vec![data.clone()], "member {m:?}");
+    }
+}
+
 /// mtr `galera.galera_ist_recv_bind`, `GAL-401`: with `pc.ignore_sb` on one side, a member cut
 /// off by a partition (`gmcast.isolate`), not a crash, rejoins the forced component once the
 /// partition heals, without a restart, and misses nothing but the forced view.
