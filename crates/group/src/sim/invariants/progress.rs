@@ -13,7 +13,16 @@ impl Invariant for Progress {
 
     fn at_end(&mut self, end: &EndState) -> Result<(), String> {
         if end.probes_acked == 0 {
-            return Err("no writeset acknowledged after the heal".into());
+            // What each member believed, for the replay to start from.
+            let states: Vec<String> = end
+                .live
+                .iter()
+                .map(|s| {
+                    let leader = s.leader.map_or("none".into(), |l| l.to_string());
+                    format!("{}: primary {} term {} leader {leader} view {}", s.id, s.primary, s.term, s.view.view_id)
+                })
+                .collect();
+            return Err(format!("no writeset acknowledged after the heal ({})", states.join("; ")));
         }
         let first = end.live.first().ok_or("no member running")?;
         for s in &end.live {
