@@ -639,6 +639,7 @@ impl<S: LogStore> Member<S> {
             Body::Relay(relay) => self.receive_relay(Message { body: Body::Relay(relay), ..message }),
             Body::Relayed(message) => self.receive_relayed(from, *message),
             Body::PreVote { term, last } => {
+                self.drop_removal_its_voters_lack(from, last);
                 let granted = term > self.raft.term()
                     && !self.leader_alive(from)
                     && self.may_campaign(from)
@@ -1645,6 +1646,37 @@ impl<S: LogStore> Member<S> {
             .find(|&v| v != self.info.id && self.may_lead(v) && self.heard_within(v, min));
         if let Some(heir) = heir.filter(|&heir| self.begin_handover(heir)) {
             log::info!("{}: leading but should not: handing the lead to {heir}", self.info.id);
+        }
+    }
+
+    /// noraft lets no member outside its newest membership campaign (Raft lets one, until
+    /// that membership is committed). A leader that appended a membership without itself and
+    /// went down before any voter of that membership had it then holds the longest log and
+    /// can neither be elected nor vote for anyone shorter: no leader ever again (group
+    /// simulator, seed 4907). Entries from such a membership on counted for no commit (only
+    /// its voters count for them), so when one of its voters, lacking it, asks for a pre-vote
+    /// and no leader is known, this member, a voter of the membership before, drops them, as
+    /// a crash before they arrived would have, and votes again (docs/design/group-raft-library.md).
+    fn drop_removal_its_voters_lack(&mut self, from: MemberId, last: Position) {
+        let latest = self.raft.latest_membership();
+        if self.leader.is_some() || latest.is_joint() || latest.all_voters().any(|v| v == self.info.id) {
+            return;
+        }
+        let Some(at) = self.raft.latest_membership_index() else { return };
+        let applied = self.applied.position.index;
+        if !latest.voters.contains(&from) || last.index >= at || at <= self.raft.commit_index().max(applied) {
+            return;
+        }
+        // Only for a voter taken out by it: a non-voter has nothing to gain.
+        if !self.raft.membership_before(at).all_voters().any(|v| v == self.info.id) {
+            return;
+        }
+        if self.raft.drop_entries_from(at) {
+            log::info!(
+                "{}: dropping entries from {at}, a membership without this member that its voter {from} \
+                 lacks (they counted for no commit), so that a leader can be elected",
+                self.info.id
+            );
         }
     }
 

@@ -348,6 +348,43 @@ impl Consensus {
         Membership::from_config(self.node.config())
     }
 
+    /// The index of the newest membership entry the log holds past its snapshot, if any.
+    pub fn latest_membership_index(&self) -> Option<u64> {
+        let entries = self.node.log().entries().iter_with_positions();
+        entries.filter(|(_, e)| matches!(e, LogEntry::ClusterConfig(_))).map(|(p, _)| p.index.get()).last()
+    }
+
+    /// The membership in force just before `index`: the newest one the log holds below it,
+    /// or the snapshot's.
+    pub fn membership_before(&self, index: u64) -> Membership {
+        let log = self.node.log();
+        let below = log.entries().iter_with_positions().filter(|(p, _)| p.index.get() < index);
+        let config = below.filter_map(|(_, e)| if let LogEntry::ClusterConfig(c) = e { Some(c) } else { None }).last();
+        Membership::from_config(&config.unwrap_or_else(|| log.snapshot_config().clone()))
+    }
+
+    /// Drops the entries from `index` on, as a crash before they were written would have: for
+    /// entries that counted for no commit (docs/design/group-raft-library.md, "A removal
+    /// nobody else holds"). The node restarts on the shorter log as a follower (its commit
+    /// index back at the snapshot, as after any restart) and the cache is cut to match.
+    pub fn drop_entries_from(&mut self, index: u64) -> bool {
+        let log = self.node.log();
+        let snapshot = log.snapshot_position().index.get();
+        if index <= self.commit_index() || index <= snapshot || index > log.last_position().index.get() {
+            return false;
+        }
+        let mut entries = log.entries().clone();
+        entries.truncate((index - 1 - snapshot) as usize);
+        let log = Log::new(log.snapshot_config().clone(), entries);
+        let mut early = std::mem::take(&mut self.taken_early);
+        self.take_actions(&mut early);
+        early.push(Action::Append { after: index - 1, entries: Vec::new() });
+        self.taken_early = early;
+        let (id, term, voted_for) = (self.node.id(), self.node.current_term(), self.node.voted_for());
+        self.node = Node::restart(id, term, voted_for, log);
+        true
+    }
+
     pub fn is_voter(&self, id: MemberId) -> bool {
         self.latest_membership().all_voters().any(|m| m == id)
     }

@@ -12,6 +12,16 @@ fn a_few_seeds_hold_every_invariant() {
     }
 }
 
+/// Seed 4907 (found by a 10 000-seed run): the leader of term 2, finishing the removal of
+/// itself that its predecessor began, appended the membership without it and crashed before
+/// the one voter of that membership had it. Restarted, it held the longest log but could not
+/// campaign, and refused its vote to the shorter one: no leader for the rest of the run.
+#[test]
+fn a_leader_that_removed_itself_and_crashed_does_not_block_every_election() {
+    let outcome = run_seed(4907, false).unwrap_or_else(|v| panic!("{v}"));
+    assert!(outcome.acked > 0, "{outcome:?}");
+}
+
 #[test]
 fn same_seed_same_history() {
     let a = run_seed(42, false).unwrap();
