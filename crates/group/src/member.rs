@@ -829,7 +829,8 @@ impl<S: LogStore> Member<S> {
     /// parts already ordered are ignored by everyone (the next upload replaces them). After, its
     /// outcome is unknown: the submitter learns so, and the upload stays until the log settles
     /// it (`settle_uploads`). `leader_changed`: the part was refused by a member that no longer
-    /// leads, or by the log after a leader change; the upload then starts over, a few times
+    /// leads or by the log after a leader change, or was lost with an earlier leader's log
+    /// (`forwarded_lost_before`); the upload then starts over, a few times
     /// (`Upload::restart`), as a small writeset is sent again to the next leader. Before, a big
     /// transaction failed whenever an election fell within its upload.
     fn upload_failed(&mut self, at: usize, request: u64, leader_changed: bool) {
@@ -846,7 +847,7 @@ impl<S: LogStore> Member<S> {
                     self.resend.remove(&part);
                 }
                 log::info!(
-                    "{}: a leader change refused a part of writeset {}: sending it again from its start",
+                    "{}: a leader change lost a part of writeset {}: sending it again from its start",
                     self.info.id,
                     self.uploads[at].request
                 );

@@ -376,10 +376,8 @@ impl Consensus {
         let mut entries = log.entries().clone();
         entries.truncate((index - 1 - snapshot) as usize);
         let log = Log::new(log.snapshot_config().clone(), entries);
-        let mut early = std::mem::take(&mut self.taken_early);
-        self.take_actions(&mut early);
-        early.push(Action::Append { after: index - 1, entries: Vec::new() });
-        self.taken_early = early;
+        self.take_actions_early();
+        self.taken_early.push(Action::Append { after: index - 1, entries: Vec::new() });
         let (id, term, voted_for) = (self.node.id(), self.node.current_term(), self.node.voted_for());
         self.node = Node::restart(id, term, voted_for, log);
         true
@@ -451,9 +449,7 @@ impl Consensus {
             // Taking the pending actions first keeps each append whole and in order.
             let pending = self.node.actions().append_log_entries.as_ref();
             if pending.is_some_and(|pending| !pending.contains(entries.prev_position())) {
-                let mut early = std::mem::take(&mut self.taken_early);
-                self.take_actions(&mut early);
-                self.taken_early = early;
+                self.take_actions_early();
             }
         }
         self.node.handle_message(&message.0).map_err(|e| e.to_string())?;
@@ -502,6 +498,13 @@ impl Consensus {
         let mut out = std::mem::take(&mut self.taken_early);
         self.take_actions(&mut out);
         out
+    }
+
+    /// Takes the node's pending actions now, ahead of what `drain` takes next.
+    fn take_actions_early(&mut self) {
+        let mut early = std::mem::take(&mut self.taken_early);
+        self.take_actions(&mut early);
+        self.taken_early = early;
     }
 
     /// Appends the node's pending actions to `out`, answering calls to our own shadows.
