@@ -1660,16 +1660,19 @@ impl<S: LogStore> Member<S> {
     /// a crash before they arrived would have, and votes again (docs/design/group-raft-library.md).
     fn drop_removal_its_voters_lack(&mut self, from: MemberId, last: Position) {
         let latest = self.raft.latest_membership();
-        if self.leader.is_some() || latest.is_joint() || latest.all_voters().any(|v| v == self.info.id) {
+        let voter = |m: &Membership| m.all_voters().any(|v| v == self.info.id);
+        let shorter = last.index < self.raft.last_position().index;
+        if self.leader.is_some() || latest.is_joint() || voter(&latest) || !latest.voters.contains(&from) || !shorter {
             return;
         }
+        // Only now the walks over the log: pre-votes reach every non-voter in an election.
         let Some(at) = self.raft.latest_membership_index() else { return };
         let applied = self.applied.position.index;
-        if !latest.voters.contains(&from) || last.index >= at || at <= self.raft.commit_index().max(applied) {
+        if last.index >= at || at <= self.raft.commit_index().max(applied) {
             return;
         }
         // Only for a voter taken out by it: a non-voter has nothing to gain.
-        if !self.raft.membership_before(at).all_voters().any(|v| v == self.info.id) {
+        if !voter(&self.raft.membership_before(at)) {
             return;
         }
         if self.raft.drop_entries_from(at) {
