@@ -1665,14 +1665,11 @@ impl<S: LogStore> Member<S> {
         if self.leader.is_some() || latest.is_joint() || voter(&latest) || !latest.voters.contains(&from) || !shorter {
             return;
         }
-        // Only now the walks over the log: pre-votes reach every non-voter in an election.
-        let Some(at) = self.raft.latest_membership_index() else { return };
+        // Only now the walk over the log: pre-votes reach every non-voter in an election.
+        let Some((at, before)) = self.raft.latest_membership_change() else { return };
         let applied = self.applied.position.index;
-        if last.index >= at || at <= self.raft.commit_index().max(applied) {
-            return;
-        }
         // Only for a voter taken out by it: a non-voter has nothing to gain.
-        if !voter(&self.raft.membership_before(at)) {
+        if last.index >= at || at <= self.raft.commit_index().max(applied) || !voter(&before) {
             return;
         }
         if self.raft.drop_entries_from(at) {

@@ -348,19 +348,20 @@ impl Consensus {
         Membership::from_config(self.node.config())
     }
 
-    /// The index of the newest membership entry the log holds past its snapshot, if any.
-    pub fn latest_membership_index(&self) -> Option<u64> {
-        let entries = self.node.log().entries().iter_with_positions();
-        entries.filter(|(_, e)| matches!(e, LogEntry::ClusterConfig(_))).map(|(p, _)| p.index.get()).last()
-    }
-
-    /// The membership in force just before `index`: the newest one the log holds below it,
-    /// or the snapshot's.
-    pub fn membership_before(&self, index: u64) -> Membership {
+    /// The newest membership entry the log holds past its snapshot, if any: its index, and
+    /// the membership in force before it (the one before in the log, or the snapshot's).
+    pub fn latest_membership_change(&self) -> Option<(u64, Membership)> {
         let log = self.node.log();
-        let below = log.entries().iter_with_positions().filter(|(p, _)| p.index.get() < index);
-        let config = below.filter_map(|(_, e)| if let LogEntry::ClusterConfig(c) = e { Some(c) } else { None }).last();
-        Membership::from_config(&config.unwrap_or_else(|| log.snapshot_config().clone()))
+        let mut before = log.snapshot_config().clone();
+        let mut latest = None;
+        for (position, entry) in log.entries().iter_with_positions() {
+            if let LogEntry::ClusterConfig(config) = entry {
+                if let Some((_, previous)) = latest.replace((position.index.get(), config)) {
+                    before = previous;
+                }
+            }
+        }
+        latest.map(|(index, _)| (index, Membership::from_config(&before)))
     }
 
     /// Drops the entries from `index` on, as a crash before they were written would have: for
