@@ -128,6 +128,16 @@ const REQUEST_LAG_MS: u64 = 5000;
 /// request is ordered is as long).
 pub const DONOR_SEARCH_MS: u64 = 300_000;
 
+/// How long a joiner whose server's script failed while its donor was still in the group
+/// waits for the group's word on that donor: a crashed donor is dropped after
+/// `evs.suspect_timeout` (5 s by default) and an election; one that stays and reports
+/// nothing leaves the failure to the joiner's side. As long as the stream receiver's wait
+/// for a new donor.
+pub const SCRIPT_VERDICT_MS: u64 = 60_000;
+/// How many times one connection starts the server's script again after a donor left
+/// with it: each try costs a donor's snapshot.
+pub const NEW_SCRIPTS_MAX: u32 = 3;
+
 /// A joiner whose donor left: since when it asks for the stream alone, and when it asks
 /// next (never while the server's handshake asks with the server's own request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +168,9 @@ pub enum HandshakeStep {
     Ended,
     /// No member could donate: ask again after a while.
     NoDonor,
+    /// The server's script failed as its donor left: ask the server for a new request (its
+    /// script starts again), then ask the group with it.
+    NewScript,
     Received {
         position: Gtid,
         rcode: i32,
@@ -582,11 +595,17 @@ impl<W: Clone + PartialEq> Core<W> {
             // An earlier request of ours was ordered late, with a donor (see `adopt_request`).
             return RequestStart::AlreadyReceived;
         }
+        let new_script = self.phase == Phase::Joining(Handshake::NewScript);
         if self.phase != Phase::Joining(Handshake::Requested) {
             self.set_phase(Phase::Joining(Handshake::Requested));
         }
         let c = self.connection.as_mut().expect("current");
         c.new_request_id(request_id);
+        if new_script {
+            // Their SST address was the failed script's: a donor acting on one of them finds
+            // nobody listening, and its failure must not end this request.
+            c.earlier_requests.clear();
+        }
         RequestStart::Send { position, has_state, ist_addr: c.ist_addr.clone(), donors: c.donors.clone(), own_order }
     }
 
@@ -598,6 +617,7 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         match self.phase {
             Phase::Joining(Handshake::NoDonor) => Some(HandshakeStep::NoDonor),
+            Phase::Joining(Handshake::NewScript) => Some(HandshakeStep::NewScript),
             Phase::Joining(Handshake::Received { position, rcode }) => {
                 Some(HandshakeStep::Received { position, rcode })
             }
@@ -611,11 +631,20 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     /// The server's `sst_received`. With `rcode` < 0 its transfer failed: this node will
-    /// never receive that state (see [`Core::transfer_failed`]).
+    /// never receive that state (see [`Core::transfer_failed`]), unless the failure is its
+    /// donor's crash (see [`Core::script_failed`]).
     pub fn sst_received(&mut self, position: Gtid, rcode: i32) -> Status {
+        let waiting = matches!(self.phase, Phase::Joining(Handshake::Requested | Handshake::NoDonor));
+        if waiting && rcode < 0 && self.script_failed(rcode) {
+            return Status::Ok;
+        }
         match self.phase {
             Phase::Joining(Handshake::Failed { .. }) => {
                 log::info!("state transfer result {position} (rcode {rcode}) arrived after the transfer failed");
+                Status::Ok
+            }
+            Phase::Joining(Handshake::ScriptFailed { .. } | Handshake::NewScript) => {
+                log::warn!("state transfer result {position} (rcode {rcode}) arrived after the server's script failed: ignored");
                 Status::Ok
             }
             Phase::Joining(h @ (Handshake::Pending | Handshake::Requested | Handshake::NoDonor)) if rcode < 0 => {
@@ -919,7 +948,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let name = c.view.members.iter().find(|m| m.id == donor).map_or_else(|| donor.to_string(), |m| m.name.clone());
         c.donor = None;
         let handshake = match self.phase {
-            Phase::Joining(Handshake::Requested | Handshake::NoDonor) => true,
+            Phase::Joining(Handshake::Requested | Handshake::NoDonor | Handshake::ScriptFailed { .. }) => true,
             Phase::Joining(Handshake::Received { .. }) | Phase::Joined => false,
             _ => {
                 self.fail_stream(generation, &format!("the donor {name} chosen for our request left the group"));
@@ -930,7 +959,10 @@ impl<W: Clone + PartialEq> Core<W> {
         if !handshake {
             search.next_ms = now_ms;
         }
+        // The server's script may hold that donor's broken stream (see `script_failed`).
+        c.donor_lost = handshake;
         let stream = matches!(c.catch_up, CatchUp::AtRequest(_));
+        let script_failed = matches!(self.phase, Phase::Joining(Handshake::ScriptFailed { .. }));
         log::info!(
             "the donor {name} chosen for our state request left the group before {}: asking another member{}",
             match (stream, handshake) {
@@ -938,7 +970,12 @@ impl<W: Clone + PartialEq> Core<W> {
                 (true, false) => "its stream was in",
                 _ => "its state transfer was in",
             },
-            if handshake { " with the server's state transfer request" } else { " for the stream alone" }
+            match (script_failed, handshake) {
+                (true, _) =>
+                    " with a new state transfer script of the server's (the one that failed took that donor's stream)",
+                (false, true) => " with the server's state transfer request",
+                (false, false) => " for the stream alone",
+            }
         );
         if stream {
             if !handshake {
@@ -954,7 +991,75 @@ impl<W: Clone + PartialEq> Core<W> {
         if self.phase == Phase::Joining(Handshake::Requested) {
             self.set_phase(Phase::Joining(Handshake::NoDonor));
         }
+        if script_failed {
+            self.start_new_script();
+        }
         self.ask_again_due(now_ms);
+    }
+
+    /// The server's script failed (`sst_received` < 0) while our request waited. A script may
+    /// take one stream only (mariabackup's listens for one connection), so a donor that
+    /// crashed mid-transfer breaks it for good; then the server starts a new script and another
+    /// member is asked, at most `NEW_SCRIPTS_MAX` times a connection. That is the failure's
+    /// cause when a donor of ours left while the handshake waited; while the donor chosen is
+    /// still in the group (the group drops a crashed member seconds after its stream broke),
+    /// the handshake waits for the group's word on it (`ScriptFailed`). Returns whether it
+    /// took the failure either way; otherwise the transfer failed.
+    fn script_failed(&mut self, rcode: i32) -> bool {
+        let now_ms = self.clock_ms;
+        let requested = self.phase == Phase::Joining(Handshake::Requested);
+        let Some(c) = self.connection.as_mut() else { return false };
+        if c.new_scripts >= NEW_SCRIPTS_MAX {
+            return false;
+        }
+        if c.donor_lost {
+            log::info!("the server's state transfer script failed ({rcode}) after our donor left the group");
+            self.start_new_script();
+            return true;
+        }
+        let Some((donor, _)) = c.donor.filter(|_| requested) else { return false };
+        c.script_failed_ms = Some(now_ms);
+        let name = c.view.members.iter().find(|m| m.id == donor).map_or_else(|| donor.to_string(), |m| m.name.clone());
+        log::info!(
+            "the server's state transfer script failed ({rcode}) while its donor {name} is in the group: \
+             if {name} leaves within {} s (it crashed), another member is asked",
+            SCRIPT_VERDICT_MS / 1000
+        );
+        self.set_phase(Phase::Joining(Handshake::ScriptFailed { rcode }));
+        true
+    }
+
+    /// The server is asked for a new script, then another member for the state.
+    fn start_new_script(&mut self) {
+        let c = self.connection.as_mut().expect("current");
+        // Whatever that donor still sends goes to the failed script: the next request's
+        // donor is awaited.
+        c.donor = None;
+        c.donor_lost = false;
+        c.script_failed_ms = None;
+        c.new_scripts += 1;
+        log::info!(
+            "asking the server to start its state transfer script again (try {} of {NEW_SCRIPTS_MAX})",
+            c.new_scripts
+        );
+        self.set_phase(Phase::Joining(Handshake::NewScript));
+    }
+
+    /// Decides a `ScriptFailed` handshake the group has said nothing about: its donor announced
+    /// itself synced again (its script ended, so ours failed on its own), or
+    /// `SCRIPT_VERDICT_MS` passed with the donor still in the group.
+    pub(super) fn script_verdict_due(&mut self, now_ms: u64, synced_again: Option<MemberId>) {
+        let Phase::Joining(Handshake::ScriptFailed { rcode }) = self.phase else { return };
+        let Some(c) = self.connection.as_ref() else { return };
+        let donor_synced = synced_again.is_some_and(|m| c.donor.is_some_and(|(donor, _)| donor == m));
+        let waited_out = c.script_failed_ms.is_some_and(|since| now_ms >= since + SCRIPT_VERDICT_MS);
+        if donor_synced || waited_out {
+            log::info!(
+                "the donor of our state transfer {}: the server's script failed on its own",
+                if donor_synced { "finished its side" } else { "stayed in the group" }
+            );
+            self.set_phase(Phase::Joining(Handshake::Failed { rcode }));
+        }
     }
 
     /// Asks for the donor's stream again (see [`Core::donor_left`]) when due: a request with
@@ -1164,7 +1269,10 @@ impl<W: Clone + PartialEq> Core<W> {
     /// side may fail after the joiner's side finished).
     pub(super) fn donor_failed(&mut self, joiner: MemberId, id: u64, rcode: i32) {
         let ours = self.connection.as_ref().is_some_and(|c| c.me == joiner && c.request_id == id && id != 0);
-        let waiting = matches!(self.phase, Phase::Joining(Handshake::Requested | Handshake::NoDonor));
+        let waiting = matches!(
+            self.phase,
+            Phase::Joining(Handshake::Requested | Handshake::NoDonor | Handshake::ScriptFailed { .. })
+        );
         if ours && waiting {
             self.set_phase(Phase::Joining(Handshake::Failed { rcode }));
         }

@@ -212,6 +212,13 @@ pub struct Connection {
     /// A donor of ours left before its stream was in: once the server holds its state and no
     /// request of ours waits for a stream, the core asks for the stream alone until one is in.
     pub donor_search: Option<apply::DonorSearch>,
+    /// A donor of ours left while the server's handshake waited: a failure of the server's
+    /// script is that donor's broken stream (`Core::script_failed`).
+    pub donor_lost: bool,
+    /// When the server's script failed while its donor was still in the group.
+    pub script_failed_ms: Option<u64>,
+    /// How many times this connection had the server start its script again.
+    pub new_scripts: u32,
     /// A donor's certification state installed with no gap, for the order after this seqno:
     /// the server's snapshot must reach it (see `Core::snapshot_reaches_stream`).
     pub index_only_at: Option<Seqno>,

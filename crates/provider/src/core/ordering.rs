@@ -178,7 +178,10 @@ impl<W: Clone + PartialEq> Core<W> {
         // Delivery stops at our request until the donor's stream is in, and the server's
         // handshake waits for the donor's script: a donor that left the group (crashed) will
         // never send them, so another is asked.
-        let handshake_waits = self.phase == Phase::Joining(super::phase::Handshake::Requested);
+        let handshake_waits = matches!(
+            self.phase,
+            Phase::Joining(super::phase::Handshake::Requested | super::phase::Handshake::ScriptFailed { .. })
+        );
         let waits = matches!(c.catch_up, CatchUp::AtRequest(_)) || handshake_waits;
         let donor_gone = |(id, incarnation): (MemberId, u64)| {
             !status.view.members.iter().any(|m| m.id == id && m.incarnation == incarnation)
@@ -186,6 +189,7 @@ impl<W: Clone + PartialEq> Core<W> {
         if let Some((donor, _)) = c.donor.filter(|donor| waits && primary && donor_gone(*donor)) {
             self.donor_left(generation, donor, now_ms);
         }
+        self.script_verdict_due(now_ms, None);
         self.track_primary(primary);
         if primary {
             self.view_after_gap(status);
@@ -721,6 +725,7 @@ impl<W: Clone + PartialEq> Core<W> {
                 }
                 if origin != me && live {
                     self.synced_member_seen(origin, since);
+                    self.script_verdict_due(self.clock_ms, Some(origin));
                 }
             }
             Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id, own_order } => {
@@ -771,6 +776,8 @@ impl<W: Clone + PartialEq> Core<W> {
                     let c = self.connection.as_mut().expect("checked");
                     let incarnation = c.view.members.iter().find(|m| m.id == donor).map_or(0, |m| m.incarnation);
                     c.donor = Some((donor, incarnation));
+                    // A failure of the server's script is this donor's from here.
+                    c.donor_lost = false;
                     if late {
                         log::info!(
                             "an earlier state request of this node was ordered late, with a donor: waiting for it"

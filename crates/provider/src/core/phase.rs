@@ -33,6 +33,13 @@ pub enum Handshake {
     NoDonor,
     /// The server reported the transfer's result (`sst_received`).
     Received { position: Gtid, rcode: i32 },
+    /// The server's script failed while its donor was still in the group: if the donor
+    /// leaves (it crashed mid-transfer, taking the stream down), another member is asked
+    /// through a new script; if it reports its own failure or stays, the transfer failed.
+    ScriptFailed { rcode: i32 },
+    /// The donor left after the server's script failed: the server starts a new script
+    /// (its state-transfer request again) and another member is asked.
+    NewScript,
     /// The transfer failed (its donor ordered the failure, or the server reported `rcode`
     /// < 0): this node will never receive that state, and its process ends (Galera's abort).
     Failed { rcode: i32 },
@@ -106,10 +113,12 @@ impl Phase {
             // earlier request may end after a later one found no donor.
             (Joining(from), Joining(to)) => matches!(
                 (from, to),
-                (Pending | NoDonor | Requested, Requested)
+                (Pending | NoDonor | Requested | NewScript, Requested)
                     | (Requested, NoDonor)
                     | (Requested | NoDonor, Received { .. })
-                    | (Pending | Requested | NoDonor, Failed { .. })
+                    | (Requested, ScriptFailed { .. })
+                    | (Requested | NoDonor | ScriptFailed { .. }, NewScript)
+                    | (Pending | Requested | NoDonor | ScriptFailed { .. }, Failed { .. })
             ),
             // The server took the state (or needs none: a reconnect that continues its own).
             (Joining(Received { .. } | Pending), Joined) => true,
@@ -182,6 +191,31 @@ mod tests {
             assert!(std::panic::catch_unwind(move || failed.to(next)).is_err(), "{next:?} after a failure");
         }
         p.to(Phase::Closed);
+    }
+
+    #[test]
+    fn a_script_that_failed_as_its_donor_left_is_started_again_then_requested_again() {
+        let mut p = Phase::Joining(Handshake::Requested);
+        for next in [
+            Phase::Joining(Handshake::ScriptFailed { rcode: -32 }),
+            Phase::Joining(Handshake::NewScript),
+            Phase::Joining(Handshake::Requested),
+            Phase::Joining(Handshake::NoDonor),
+            Phase::Joining(Handshake::NewScript),
+            Phase::Joining(Handshake::Requested),
+            Phase::Joining(Handshake::ScriptFailed { rcode: -32 }),
+            Phase::Joining(Handshake::Failed { rcode: -32 }),
+        ] {
+            p.to(next);
+        }
+        // A failed script reports nothing more: only the donor's fate or a new script follow.
+        let mut failed = Phase::Joining(Handshake::ScriptFailed { rcode: -32 });
+        let received = Phase::Joining(Handshake::Received { position: Gtid::UNDEFINED, rcode: 0 });
+        assert!(std::panic::catch_unwind(move || failed.to(received)).is_err());
+        assert_eq!(
+            local_state(Phase::Joining(Handshake::ScriptFailed { rcode: -32 }), Component::Primary, false).1,
+            "Joining"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! of it, and the joiner that waits for that request ends its handshake for good (the runtime
 //! then ends the process, as Galera does). A donor that leaves the group mid-transfer is
 //! replaced instead (docs/design/donor-left-mid-transfer.md).
-use super::apply::DONOR_SEARCH_MS;
+use super::apply::{DONOR_SEARCH_MS, NEW_SCRIPTS_MAX, SCRIPT_VERDICT_MS};
 use super::phase::{CatchUp, Handshake, Phase};
 use super::*;
 use crate::ist::Preload;
@@ -142,12 +142,97 @@ fn a_second_state_transfer_result_is_ignored() {
     assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 2)));
 }
 
+/// The server's script fails while its donor stays in the group: the transfer failed once
+/// the donor reports its own failure, announces itself synced again (its side ended), or
+/// `SCRIPT_VERDICT_MS` pass; the handshake waits until then.
 #[test]
 fn the_servers_own_failure_ends_the_handshake_too() {
-    let (mut core, generation) = waiting_joiner();
+    let decided_by: [fn(&mut Core<u32>, u64); 3] = [
+        |core, generation| {
+            core.on_delivered(generation, 2, control(DONOR, failure(JOINER, REQUEST, -22)), live());
+        },
+        |core, generation| {
+            core.on_delivered(generation, 2, control(DONOR, SYNCED), live());
+        },
+        |core, generation| {
+            let present = test_status(JOINER, true, &[DONOR, JOINER]);
+            core.on_group_status(generation, &present, 1_000 + SCRIPT_VERDICT_MS - 1);
+            assert_eq!(core.transfer_failed(), None, "waited less than the bound");
+            core.on_group_status(generation, &present, 1_000 + SCRIPT_VERDICT_MS);
+        },
+    ];
+    for decide in decided_by {
+        let (mut core, generation) = waiting_joiner();
+        install_donor_stream(&mut core, generation);
+        core.on_group_status(generation, &test_status(JOINER, true, &[DONOR, JOINER]), 1_000);
+        assert_eq!(core.sst_received(Gtid::UNDEFINED, -22), Status::Ok);
+        assert_eq!(core.phase(), Phase::Joining(Handshake::ScriptFailed { rcode: -22 }));
+        assert_eq!(core.transfer_failed(), None, "its donor may have crashed");
+        assert_eq!(core.handshake_step(generation, &APPLIER), None, "waits for the group's word on the donor");
+        decide(&mut core, generation);
+        assert_eq!(core.transfer_failed(), Some(-22));
+        assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::Failed { rcode: -22 }));
+    }
+    // No donor chosen yet: nothing but the script itself can have failed.
+    let mut core = Core::new(settings(), Gtid::UNDEFINED, true);
+    let generation = open(&mut core, JOINER, false);
+    core.on_delivered(generation, 2, view(2, &[DONOR, JOINER]), live());
+    core.begin_state_request(generation, REQUEST);
     assert_eq!(core.sst_received(Gtid::UNDEFINED, -22), Status::Ok);
     assert_eq!(core.transfer_failed(), Some(-22));
-    assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::Failed { rcode: -22 }));
+}
+
+/// mariabackup's joiner script takes one stream: a donor that crashes mid-way breaks it, and
+/// the script fails seconds before the group drops the donor. The server is asked for a new
+/// script, then another member donates; earlier requests, which named the failed script's
+/// address, are no longer ours. At most `NEW_SCRIPTS_MAX` new scripts a connection.
+#[test]
+fn a_script_broken_by_its_donors_crash_is_started_again_for_another_donor() {
+    let (mut core, generation) = waiting_joiner_among(&[DONOR, JOINER, OTHER]);
+    core.on_group_status(generation, &test_status(JOINER, true, &[DONOR, JOINER, OTHER]), 1_000);
+    assert_eq!(core.sst_received(Gtid::UNDEFINED, -32), Status::Ok);
+    assert_eq!(core.phase(), Phase::Joining(Handshake::ScriptFailed { rcode: -32 }));
+    core.take_effects();
+    assert_eq!(core.handshake_step(generation, &APPLIER), None, "waits for the group's word on the donor");
+
+    core.on_group_status(generation, &donor_gone(), 6_000);
+    assert_eq!(core.phase(), Phase::Joining(Handshake::NewScript));
+    assert!(core.take_effects().wake.contains(&APPLIER), "the handshake's applier is woken");
+    assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::NewScript));
+    assert!(matches!(core.begin_state_request(generation, REQUEST + 2), RequestStart::Send { .. }));
+    assert!(core.connection().unwrap().earlier_requests.is_empty(), "the failed script's requests are void");
+    core.on_delivered(generation, 3, view(3, &[JOINER, OTHER]), live());
+    core.on_delivered(generation, 3, control(JOINER, request(REQUEST + 2)), live());
+    assert_eq!(core.connection().unwrap().donor, Some((OTHER, 1)), "the other member donates");
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 3), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 3)));
+
+    // A donor that left first (the group was quicker than the script): a new script at once.
+    let (mut core, generation) = waiting_joiner_among(&[DONOR, JOINER, OTHER]);
+    core.on_group_status(generation, &donor_gone(), 1_000);
+    assert_eq!(core.phase(), Phase::Joining(Handshake::NoDonor));
+    assert_eq!(core.sst_received(Gtid::UNDEFINED, -32), Status::Ok);
+    assert_eq!(core.phase(), Phase::Joining(Handshake::NewScript));
+
+    // Every new script's donor crashes in turn: the last failure ends the join.
+    for try_number in 1..=NEW_SCRIPTS_MAX {
+        assert_eq!(core.connection().unwrap().new_scripts, try_number);
+        let id = REQUEST + 2 * u64::from(try_number);
+        assert!(matches!(core.begin_state_request(generation, id), RequestStart::Send { .. }));
+        core.on_delivered(generation, 3, control(JOINER, request(id)), live());
+        let donor = core.connection().unwrap().donor.expect("a donor").0;
+        assert_eq!(core.sst_received(Gtid::UNDEFINED, -32), Status::Ok);
+        if try_number < NEW_SCRIPTS_MAX {
+            // It comes back as a new incarnation, synced, for the next try.
+            let mut rejoined = test_status(JOINER, true, &[DONOR, JOINER, OTHER]);
+            rejoined.view.members.iter_mut().filter(|m| m.id == donor).for_each(|m| m.incarnation += 1);
+            core.on_group_status(generation, &rejoined, 10_000 * u64::from(try_number));
+            assert_eq!(core.phase(), Phase::Joining(Handshake::NewScript), "try {try_number}");
+            core.on_delivered(generation, 3, control(donor, SYNCED), live());
+        } else {
+            assert_eq!(core.transfer_failed(), Some(-32), "no new script after {NEW_SCRIPTS_MAX}");
+        }
+    }
 }
 
 /// A bootstrapped member chosen to donate for the joiner's request.

@@ -158,14 +158,7 @@ impl Provider {
     /// Joiner: asks the group for a donor and blocks this applier until the application
     /// reports the transfer (`sst_received`), as MariaDB expects.
     fn receive_state(&self, generation: u64, view: &View) -> Result<(), Status> {
-        let request = match self.app.sst_request() {
-            Ok(request) => request,
-            // The joiner's SST script could not start (it logged why): no state will arrive.
-            Err(e) => self.end_process(
-                &format!("the application's {} callback failed: this node cannot receive the group's state", e.0),
-                "SST request callback failed. This is unrecoverable, restart required.",
-            ),
-        };
+        let mut request = self.server_sst_request();
         if request.is_empty() {
             // A running server that reconnects cannot take a snapshot (rsync, mysqldump...):
             // it continues from what it holds, or cannot join at all.
@@ -207,11 +200,34 @@ impl Provider {
             match step {
                 HandshakeStep::Ended => return Ok(()),
                 HandshakeStep::NoDonor => std::thread::sleep(DONOR_RETRY),
+                HandshakeStep::NewScript => {
+                    request = self.server_sst_request();
+                    if request.is_empty() {
+                        // A running server takes no snapshot: it never comes here, as a
+                        // reconnect asks for none.
+                        self.end_process(
+                            "the server started no new state transfer script after the first one failed",
+                            "Will never receive state. Need to abort.",
+                        );
+                    }
+                }
                 HandshakeStep::Received { .. } => {
                     return self.with_core(|core| core.install_transfer(generation)).map(|_| ());
                 }
                 HandshakeStep::Failed { rcode } => self.never_receive_state(rcode),
             }
+        }
+    }
+
+    /// The server's state-transfer request: its script starts and listens for a donor.
+    fn server_sst_request(&self) -> Vec<u8> {
+        match self.app.sst_request() {
+            Ok(request) => request,
+            // The joiner's SST script could not start (it logged why): no state will arrive.
+            Err(e) => self.end_process(
+                &format!("the application's {} callback failed: this node cannot receive the group's state", e.0),
+                "SST request callback failed. This is unrecoverable, restart required.",
+            ),
         }
     }
 

@@ -6,7 +6,7 @@ use crate::application::{Applied, ApplyRequest, CallbackFailed, RecvCtx, View, W
 use crate::certification::{Key, KeySet, KeyType};
 use crate::grastate::FILE_NAME;
 use crate::types::{flags, Status, TrxMeta};
-use crate::types::{Seqno, Uuid};
+use crate::types::{Seqno, Uuid, SEQNO_UNDEFINED};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread;
 use std::time::Duration;
@@ -501,11 +501,17 @@ fn a_joiner_whose_own_transfer_fails_ends_its_process() {
     let donor = first_of_several("donor-of-failing-joiner");
     let (joiner, _applier) = joiner_of(&donor, "failing-joiner", Ok(SST_REQUEST.to_vec()));
     donor.wait_for(|calls| calls.iter().any(|c| c.starts_with("sst_donate")));
-    // The joiner's SST script failed: the server reports it, and the process ends at once,
-    // in that call or in the applier it wakes (whichever comes first; the other one waits
-    // for the end, which never comes in a test).
+    // The joiner's SST script failed while its donor stays in the group: the joiner waits
+    // for the group's word on the donor. The donor's side fails too (the stream's other end
+    // closed) and says so through the order: the process ends then, in the applier or in a
+    // call (whichever comes first; the other one waits for the end, which never comes in a
+    // test).
     let provider = joiner.provider.clone();
     thread::spawn(move || provider.sst_received(Gtid::UNDEFINED, -32));
+    thread::sleep(Duration::from_millis(200));
+    assert!(!joiner.server.calls().iter().any(|c| c == "abort_process"), "its donor may have crashed");
+    let history = donor.provider.last_committed_id().uuid;
+    assert_eq!(donor.provider.sst_sent(Gtid::new(history, SEQNO_UNDEFINED), -32), Status::Ok);
     joiner.wait_for(|calls| calls.iter().any(|c| c == "abort_process"));
     thread::sleep(Duration::from_millis(100));
     assert_eq!(joiner.server.calls().iter().filter(|c| *c == "abort_process").count(), 1);

@@ -29,6 +29,8 @@ pub struct Outcome {
     /// Transfers (a donor's stream or its script's part) lost because their donor died
     /// before they arrived: their joiners asked another member.
     pub transfers_lost_with_donor: u64,
+    /// Joiner scripts the server started again because their donor died with their stream.
+    pub new_scripts: u64,
     /// Restarted nodes that could catch up alone and did (no member had stayed up synced).
     pub restarts_alone: u64,
     /// Restarted nodes that could catch up alone but took a transfer from a member that
@@ -322,6 +324,7 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
         node_crashes: sim.node_crashes,
         transfers: sim.transfers_done,
         transfers_lost_with_donor: sim.transfers_lost_with_donor,
+        new_scripts: sim.nodes.iter().map(|n| n.new_scripts).sum(),
         restarts_alone: sim.nodes.iter().map(|n| n.restarts_alone).sum(),
         restarts_with_transfer: sim.nodes.iter().map(|n| n.restarts_with_transfer).sum(),
         state_lost: sim.state_lost,

@@ -200,6 +200,13 @@ pub struct Node {
     workload: Workload,
     /// The node failed for good in this incarnation (an applier left with Fatal).
     pub fatal: bool,
+    /// The server's state-transfer script of this incarnation (its number travels in the
+    /// request, and a donor's snapshot goes to that script), and whether it failed: a failed
+    /// script listens no more, as mariabackup's takes one stream only.
+    pub script: u64,
+    pub script_failed: bool,
+    /// Scripts started again after a donor's crash broke one (all incarnations).
+    pub new_scripts: u64,
     /// No new client work (the end of a run).
     pub quiet: bool,
     /// When this node's request was found ordered (its donor's stream is awaited since).
@@ -285,6 +292,9 @@ impl Node {
             next_trx: 1,
             workload,
             fatal: false,
+            script: 0,
+            script_failed: false,
+            new_scripts: 0,
             quiet: false,
             at_request_since: None,
             restarts_alone: 0,
@@ -320,6 +330,9 @@ impl Node {
         self.applier_busy_until_us = vec![0; self.workload.appliers];
         self.locks.clear();
         self.fatal = false;
+        // A new process: its script, if it runs one, is a new one.
+        self.script += 1;
+        self.script_failed = false;
         self.at_request_since = None;
         self.runnable = (0..self.workload.appliers as Waiter).map(|a| APPLIER_BASE + a).collect();
         self.apply_effects(None);
@@ -984,7 +997,7 @@ impl Node {
                 RequestStart::AlreadyReceived => {}
                 RequestStart::Send { position, has_state, ist_addr, donors, own_order } => {
                     let request = Control::StateRequest {
-                        sst_request: b"sim".to_vec(),
+                        sst_request: format!("sim:{}", self.script).into_bytes(),
                         position,
                         donors,
                         has_state,
@@ -1013,6 +1026,20 @@ impl Node {
             }
             Some(HandshakeStep::NoDonor) => {
                 Step::Continue(Applier::Handshake { view, resend_at_ms: env.now_ms + 1_000, sent: false })
+            }
+            Some(HandshakeStep::NewScript) => {
+                self.script += 1;
+                self.script_failed = false;
+                self.new_scripts += 1;
+                if env.trace {
+                    println!(
+                        "[{:>6} ms] node {} starts state transfer script {}",
+                        env.now_ms,
+                        self.index + 1,
+                        self.script
+                    );
+                }
+                Step::Continue(Applier::Handshake { view, resend_at_ms: env.now_ms, sent: false })
             }
             Some(HandshakeStep::Failed { rcode }) => {
                 // The runtime ends the process here (Galera's abort); the server restarts.
@@ -1102,7 +1129,14 @@ impl Node {
     /// snapshot or position-only confirmation.
     fn donate(&mut self, d: Donation, env: &mut Env<'_>) {
         if env.trace {
-            println!("[{:>6} ms] node {} donates to {} after {}", env.now_ms, self.index + 1, d.ist_addr, d.after);
+            println!(
+                "[{:>6} ms] node {} donates to {} ({}) after {}",
+                env.now_ms,
+                self.index + 1,
+                d.ist_addr,
+                String::from_utf8_lossy(&d.request),
+                d.after
+            );
         }
         let gap = d.failed.as_ref().and_then(|failed| {
             let range = env.group.cached_range(self.id, (d.position.seqno + 1) as u64, d.after as u64).ok()?;
@@ -1166,7 +1200,7 @@ impl Node {
             at_ms: env.now_ms + env.rng.range(50, 2_000),
             donor: self.index,
             donor_incarnation: self.incarnation,
-            kind: TransferKind::State { state_id, snapshot, broken: breaks.is_some() },
+            kind: TransferKind::State { state_id, snapshot, broken: breaks.is_some(), script: sim_script(&d.request) },
         });
     }
 
@@ -1237,6 +1271,11 @@ enum Step<S> {
 }
 
 /// `sim:<node>:<incarnation>`: where a joiner of the simulator receives its transfer.
+/// The joiner's script a simulated SST request names (`sim:N`).
+fn sim_script(request: &[u8]) -> u64 {
+    std::str::from_utf8(request).ok().and_then(|r| r.strip_prefix("sim:")).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
 pub fn parse_sim_address(address: &str) -> Option<(usize, u64)> {
     let mut parts = address.strip_prefix("sim:")?.split(':');
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))

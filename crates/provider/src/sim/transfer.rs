@@ -25,11 +25,12 @@ pub enum TransferKind {
     },
     /// The server's part: a snapshot of the donor's database, or none (the joiner keeps its
     /// own data and only its position is confirmed). `broken`: the scripts fail midway,
-    /// on both sides.
+    /// on both sides. `script`: the joiner's script it goes to (`Node::script`).
     State {
         state_id: Gtid,
         snapshot: Option<Db>,
         broken: bool,
+        script: u64,
     },
 }
 
@@ -62,8 +63,10 @@ pub fn deliver(
             kept.push(t);
             continue;
         }
-        // A donor that died before its transfer arrived sends nothing more (the joiner's
-        // script keeps listening, as rsync's daemon does; its stream's connection breaks).
+        let live = nodes[t.to].incarnation == t.incarnation && nodes[t.to].core_mut().is_some();
+        // A donor that died before its transfer arrived sends nothing more. The joiner's
+        // script keeps listening (rsync's daemon) or, for half of the snapshots, had taken
+        // the stream that broke and fails (mariabackup's); its stream's connection breaks.
         let donor_lives = nodes[t.donor].incarnation == t.donor_incarnation && nodes[t.donor].core_mut().is_some();
         if !donor_lives {
             if trace {
@@ -73,10 +76,14 @@ pub fn deliver(
                     t.to + 1
                 );
             }
+            if let TransferKind::State { snapshot: Some(_), script, .. } = &t.kind {
+                if live && t.since_ms % 2 == 0 && listens(&nodes[t.to], *script) {
+                    joiner_script_fails(&mut nodes[t.to], group, now_ms, trace);
+                }
+            }
             lost += 1;
             continue;
         }
-        let live = nodes[t.to].incarnation == t.incarnation && nodes[t.to].core_mut().is_some();
         if !live {
             // The joiner is gone: the donor's script fails, and the donation ends all the same.
             if let TransferKind::State { state_id, .. } = t.kind {
@@ -91,7 +98,7 @@ pub fn deliver(
                 TransferKind::Stream { at, from, items, .. } => {
                     format!("stream at {at} from {from:?}, {} items", items.len())
                 }
-                TransferKind::State { state_id, snapshot, broken } => {
+                TransferKind::State { state_id, snapshot, broken, .. } => {
                     format!(
                         "state {state_id} {}{}",
                         snapshot.as_ref().map_or("position only".into(), |s| format!("snapshot at {}", s.committed)),
@@ -127,22 +134,15 @@ pub fn deliver(
                     _ => {}
                 }
             }
-            TransferKind::State { state_id, broken: true, .. } => {
-                let core = nodes[t.to].core_mut().expect("checked");
-                // The joiner's script reports the failure only while the server waits for it.
-                if matches!(core.phase(), Phase::Joining(_)) {
-                    core.sst_received(Gtid::UNDEFINED, super::node::BROKEN_PIPE);
-                    // The runtime ends the process inside `sst_received` (Galera's abort).
-                    if core.transfer_failed().is_some() {
-                        if trace {
-                            println!("[{now_ms:>6} ms] node {} will never receive state: aborts", t.to + 1);
-                        }
-                        nodes[t.to].fatal = true;
-                    }
-                }
+            TransferKind::State { state_id, script, .. } if !listens(&nodes[t.to], script) => {
+                // That script failed or was replaced: the donor's finds nobody listening.
                 donation_broke(nodes, group, t.donor, t.donor_incarnation, state_id);
             }
-            TransferKind::State { state_id, snapshot, broken: false } => {
+            TransferKind::State { state_id, broken: true, .. } => {
+                joiner_script_fails(&mut nodes[t.to], group, now_ms, trace);
+                donation_broke(nodes, group, t.donor, t.donor_incarnation, state_id);
+            }
+            TransferKind::State { state_id, snapshot, broken: false, .. } => {
                 // After a bypass (no snapshot) MariaDB reports the position its storage
                 // recovered, which may be below the one asked for: views it was not shown.
                 let stored = nodes[t.to].db.position();
@@ -169,6 +169,28 @@ pub fn deliver(
     }
     transfers.extend(kept);
     Ok(lost)
+}
+
+/// Whether the joiner's script `script` still listens.
+fn listens(joiner: &Node, script: u64) -> bool {
+    joiner.script == script && !joiner.script_failed
+}
+
+/// The joiner's script failed midway; it reports the failure only while the server waits.
+fn joiner_script_fails(joiner: &mut Node, group: &mut GroupSim, now_ms: u64, trace: bool) {
+    joiner.script_failed = true;
+    let core = joiner.core_mut().expect("live");
+    if matches!(core.phase(), Phase::Joining(_)) {
+        core.sst_received(Gtid::UNDEFINED, super::node::BROKEN_PIPE);
+        // The runtime ends the process inside `sst_received` (Galera's abort).
+        if core.transfer_failed().is_some() {
+            if trace {
+                println!("[{now_ms:>6} ms] node {} will never receive state: aborts", joiner.index + 1);
+            }
+            joiner.fatal = true;
+        }
+    }
+    joiner.after_call(group);
 }
 
 /// The donor's script failed (broken pipe): MariaDB reports it with the history and no seqno.
