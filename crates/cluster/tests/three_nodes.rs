@@ -635,3 +635,43 @@ fn with_weights_2_1_1_1_the_heavier_node_and_one_other_stay_primary_when_the_oth
     assert_same_data(nodes, "w");
     assert_eq!(sql(&nodes[3], "SELECT COUNT(*) FROM w.t").trim(), "2");
 }
+
+/// A normal life writes no `[Warning]` or `[ERROR]` line into any node's error log (issue 11,
+/// quiet logs): the start (node 1 bootstraps, nodes 2 and 3 join by SST), writes, node 3
+/// leaving cleanly and joining again by IST while node 1 wrote meanwhile, node 2 restarted,
+/// and a clean shutdown of every node. Every node's log is checked from its first line.
+#[test]
+fn a_normal_life_of_the_cluster_writes_no_warning_or_error() {
+    let _serial = one_at_a_time();
+    let mut test = TestCluster::start("quiet", 3);
+    {
+        let nodes = &mut test.cluster.nodes;
+        sql(&nodes[0], "CREATE DATABASE q; CREATE TABLE q.t (id INT PRIMARY KEY, v INT NOT NULL)");
+        sql(&nodes[1], "INSERT INTO q.t VALUES (1, 1)");
+        nodes[2].stop().unwrap();
+        for id in 2..100 {
+            sql(&nodes[0], &format!("INSERT INTO q.t VALUES ({id}, {id})"));
+        }
+        nodes[2].start(false, None).unwrap();
+        assert_all_synced(nodes, "3");
+        let log = nodes[2].error_log_text().unwrap();
+        let rejoined = log.lines().filter(|l| l.contains("state transfer received") || l.contains("state confirmed"));
+        println!("node3 rejoined:\n{}", rejoined.collect::<Vec<_>>().join("\n"));
+        nodes[1].stop().unwrap();
+        sql(&nodes[2], "UPDATE q.t SET v = v + 1");
+        nodes[1].start(false, None).unwrap();
+        assert_all_synced(nodes, "3");
+        assert_same_data(nodes, "q");
+    }
+    test.cluster.stop().unwrap();
+    let mut loud = Vec::new();
+    for node in &test.cluster.nodes {
+        let log = node.error_log_text().unwrap();
+        loud.extend(
+            log.lines()
+                .filter(|l| l.contains("[Warning]") || l.contains("[ERROR]"))
+                .map(|l| format!("{}: {l}", node.name())),
+        );
+    }
+    assert!(loud.is_empty(), "warnings or errors in a normal life:\n{}", loud.join("\n"));
+}
