@@ -6,6 +6,11 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "grastate.dat";
+/// Beside it: the names of the other data members of this node's last primary component,
+/// one a line, which a refused bootstrap names (Galera keeps no such file). Ending as
+/// Galera's cache does, mariabackup's SST keeps it; being a top-level file, rsync's does not
+/// copy the donor's over it (docs/design/group-cache-in-datadir.md).
+pub const LAST_PRIMARY_FILE_NAME: &str = "lockstep-last-primary.galera.cache";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SavedState {
@@ -85,18 +90,40 @@ impl StateFile {
 
     /// Rewrites the file durably: a crash leaves either the old or the new content.
     pub fn write(&self, state: &SavedState) -> io::Result<()> {
-        let tmp = self.path.with_extension("dat.tmp");
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(state.render().as_bytes())?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, &self.path)?;
-        if let Some(dir) = self.path.parent() {
-            File::open(dir)?.sync_all()?;
-        }
-        Ok(())
+        replace_durably(&self.path, state.render().as_bytes())
     }
+
+    /// The names kept in `LAST_PRIMARY_FILE_NAME` (none if it is missing or unreadable).
+    pub fn last_primary(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.last_primary_path()).unwrap_or_default();
+        text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect()
+    }
+
+    pub fn write_last_primary(&self, others: &[String]) -> io::Result<()> {
+        let text: String = others.iter().map(|name| format!("{name}\n")).collect();
+        replace_durably(&self.last_primary_path(), text.as_bytes())
+    }
+
+    fn last_primary_path(&self) -> PathBuf {
+        self.path.with_file_name(LAST_PRIMARY_FILE_NAME)
+    }
+}
+
+/// Replaces `path` with `bytes` so that a crash leaves either the old or the new content.
+fn replace_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -125,9 +152,12 @@ mod tests {
         assert_eq!(saved, None);
         let state = SavedState { position: Gtid::new(Uuid::random(), 7), safe_to_bootstrap: true };
         file.write(&state).unwrap();
+        assert!(file.last_primary().is_empty());
+        file.write_last_primary(&["node2".into(), "node3".into()]).unwrap();
         drop(file);
-        let (_, saved, _) = StateFile::open(&dir).unwrap();
+        let (file, saved, _) = StateFile::open(&dir).unwrap();
         assert_eq!(saved, Some(state));
+        assert_eq!(file.last_primary(), ["node2", "node3"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -35,14 +35,35 @@ impl<W: Clone + PartialEq> Core<W> {
             return Err(Status::NodeFail);
         }
         if bootstrap && !self.safe_to_bootstrap {
-            log::error!(
-                "It may not be safe to bootstrap the cluster from this node. It was not the last one to leave the \
-                 cluster and may not contain all the updates. To force cluster bootstrap with this node, edit the \
-                 grastate.dat file manually and set safe_to_bootstrap to 1 ."
-            );
+            log::error!("{}", self.unsafe_bootstrap_refusal());
             return Err(Status::NodeFail);
         }
         Ok(())
+    }
+
+    /// Galera's words (operators and MariaDB's tests know them), then who went on without this
+    /// node, when that is known.
+    pub(super) fn unsafe_bootstrap_refusal(&self) -> String {
+        let candidates = match self.last_primary_others.as_slice() {
+            [] => String::new(),
+            others => format!(
+                " Its last primary component went on with {}: bootstrap from the one of them that left last \
+                 (safe_to_bootstrap: 1 in its grastate.dat), or start every node without --wsrep-new-cluster \
+                 and they form the cluster again.",
+                others.join(", ")
+            ),
+        };
+        format!(
+            "It may not be safe to bootstrap the cluster from this node. It was not the last one to leave the \
+             cluster and may not contain all the updates. To force cluster bootstrap with this node, edit the \
+             grastate.dat file manually and set safe_to_bootstrap to 1 .{candidates}"
+        )
+    }
+
+    /// The other data members of our last primary component, as kept beside the saved state
+    /// by an earlier run (see `Effects::last_primary`).
+    pub fn remember_last_primary(&mut self, others: Vec<String>) {
+        self.last_primary_others = others;
     }
 
     /// The group member is running: the connection starts. Returns its generation.

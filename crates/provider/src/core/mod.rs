@@ -137,6 +137,10 @@ pub struct Effects<W> {
     /// The saved state (`grastate.dat`) to write, with its version: writes may race, the
     /// newest version wins.
     pub save: Option<(u64, SavedState)>,
+    /// The other data members of our last primary component changed: kept beside the saved
+    /// state, they are the better candidates a refused bootstrap names. With a version, as
+    /// `save`.
+    pub last_primary: Option<(u64, Vec<String>)>,
     /// The apply queue has room again: the group may hand over what it held back.
     pub resume_deliveries: bool,
     /// A certification checkpoint to keep in the cache directory (the newest one wins).
@@ -150,6 +154,7 @@ impl<W> Default for Effects<W> {
             send: Vec::new(),
             submit: Vec::new(),
             save: None,
+            last_primary: None,
             resume_deliveries: false,
             checkpoint: None,
         }
@@ -162,6 +167,7 @@ impl<W> Effects<W> {
             && self.send.is_empty()
             && self.submit.is_empty()
             && self.save.is_none()
+            && self.last_primary.is_none()
             && !self.resume_deliveries
             && self.checkpoint.is_none()
     }
@@ -430,6 +436,9 @@ pub struct Counters {
 pub struct Core<W> {
     settings: Settings,
     safe_to_bootstrap: bool,
+    /// The other data members of our last primary component, by name (see
+    /// `Effects::last_primary`).
+    last_primary_others: Vec<String>,
     /// Where our history stands when not connected (start position, then the close point).
     position: Gtid,
     phase: Phase,
@@ -514,6 +523,7 @@ impl<W: Clone + PartialEq> Core<W> {
         Core {
             settings,
             safe_to_bootstrap,
+            last_primary_others: Vec::new(),
             position,
             phase: Phase::Closed,
             connection: None,

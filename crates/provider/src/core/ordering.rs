@@ -595,6 +595,13 @@ impl<W: Clone + PartialEq> Core<W> {
         // too (mtr galera_gcache_recover: the survivor, killed, bootstraps again); only for
         // views ordered now, not old ones replayed from our log at a restart.
         let alone = view.members.len() == 1;
+        let others: Vec<String> =
+            view.members.iter().filter(|m| m.id != me && !m.arbitrator).map(|m| m.name.clone()).collect();
+        if others != self.last_primary_others && !replayed {
+            self.last_primary_others = others.clone();
+            self.save_version += 1;
+            self.effects.last_primary = Some((self.save_version, others));
+        }
         if alone != self.safe_to_bootstrap && !replayed {
             self.safe_to_bootstrap = alone;
             // Not while a DDL, a pause or a vote on our own failure holds the saved state at

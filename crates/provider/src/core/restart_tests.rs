@@ -166,3 +166,19 @@ fn a_restarted_node_without_state_starts_its_handshake_at_its_first_live_view() 
         .collect();
     assert_eq!(firsts, vec![4]);
 }
+
+/// A node that left others running may not bootstrap; its refusal names who went on without
+/// it, from what the last primary view it saw (not one replayed from its log) said.
+#[test]
+fn a_refused_bootstrap_names_the_members_that_went_on_without_this_node() {
+    let (mut core, _) = restarted(&[ME, OTHER, MemberId(3)]);
+    let (_, others) = core.take_effects().last_primary.expect("the live view's members are kept");
+    assert_eq!(others, ["node2", "node3"]);
+    let mut stopped = Core::<u32>::new(core.settings(), Gtid::new(HISTORY, 4), false);
+    assert!(!stopped.unsafe_bootstrap_refusal().contains("went on"), "nothing known");
+    stopped.remember_last_primary(others);
+    let refusal = stopped.unsafe_bootstrap_refusal();
+    assert!(refusal.starts_with("It may not be safe to bootstrap the cluster from this node."), "{refusal}");
+    assert!(refusal.contains("went on with node2, node3"), "{refusal}");
+    assert_eq!(stopped.may_connect(true), Err(Status::NodeFail));
+}

@@ -77,7 +77,9 @@ struct Link {
 /// an older state must never replace a newer one.
 struct SavedStateWriter {
     file: StateFile,
+    /// Versions of the newest saved state and last primary component written.
     written: u64,
+    last_primary_written: u64,
 }
 
 pub struct Provider {
@@ -128,7 +130,8 @@ impl Provider {
             u8::from(safe_to_bootstrap),
             args.start_position,
         );
-        let core = Core::new(settings(&options), position, safe_to_bootstrap);
+        let mut core = Core::new(settings(&options), position, safe_to_bootstrap);
+        core.remember_last_primary(file.last_primary());
         Ok(Provider {
             app,
             node_name: args.node_name,
@@ -136,7 +139,7 @@ impl Provider {
             node_incoming: args.node_incoming,
             options: Mutex::new(options),
             core: Mutex::new(core),
-            saved: Mutex::new(SavedStateWriter { file, written: 0 }),
+            saved: Mutex::new(SavedStateWriter { file, written: 0, last_primary_written: 0 }),
             link: Mutex::new(None),
             ending: AtomicBool::new(false),
             started: Instant::now(),
@@ -282,6 +285,15 @@ impl Provider {
                 saved.written = version;
                 if let Err(e) = saved.file.write(&state) {
                     log::error!("failed to write {}: {e}", crate::grastate::FILE_NAME);
+                }
+            }
+        }
+        if let Some((version, others)) = effects.last_primary {
+            let mut saved = lock(&self.saved);
+            if version > saved.last_primary_written {
+                saved.last_primary_written = version;
+                if let Err(e) = saved.file.write_last_primary(&others) {
+                    log::warn!("failed to write {}: {e}", crate::grastate::LAST_PRIMARY_FILE_NAME);
                 }
             }
         }
