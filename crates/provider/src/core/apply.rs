@@ -942,10 +942,10 @@ impl<W: Clone + PartialEq> Core<W> {
     /// server's script still waits (the handshake is not done), the handshake asks again with
     /// the server's own request (the same SST address); once the server holds its state, the
     /// core asks for the stream alone (docs/design/donor-left-mid-transfer.md).
-    pub(super) fn donor_left(&mut self, generation: u64, donor: MemberId, now_ms: u64) {
+    pub(super) fn donor_left(&mut self, generation: u64, now_ms: u64) {
         let c = self.connection.as_mut().expect("current");
-        // The view that dropped it may be the current one already: then its member id.
-        let name = c.view.members.iter().find(|m| m.id == donor).map_or_else(|| donor.to_string(), |m| m.name.clone());
+        // The view that dropped it may be the current one already: its name as chosen.
+        let name = std::mem::take(&mut c.donor_name);
         c.donor = None;
         let handshake = match self.phase {
             Phase::Joining(Handshake::Requested | Handshake::NoDonor | Handshake::ScriptFailed { .. }) => true,
@@ -1017,9 +1017,11 @@ impl<W: Clone + PartialEq> Core<W> {
             self.start_new_script();
             return true;
         }
-        let Some((donor, _)) = c.donor.filter(|_| requested) else { return false };
+        if c.donor.is_none() || !requested {
+            return false;
+        }
         c.script_failed_ms = Some(now_ms);
-        let name = c.view.members.iter().find(|m| m.id == donor).map_or_else(|| donor.to_string(), |m| m.name.clone());
+        let name = &c.donor_name;
         log::info!(
             "the server's state transfer script failed ({rcode}) while its donor {name} is in the group: \
              if {name} leaves within {} s (it crashed), another member is asked",

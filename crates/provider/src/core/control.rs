@@ -99,6 +99,7 @@ impl<W: Clone + PartialEq> Core<W> {
             leader: None,
             cached: None,
             donor: None,
+            donor_name: String::new(),
             donor_search: None,
             donor_lost: false,
             script_failed_ms: None,

@@ -215,6 +215,8 @@ pub struct Connection {
     /// The donor chosen for our state request, once it is ordered, with its incarnation then
     /// (a donor that restarted lost the transfer, as one that left).
     pub donor: Option<(MemberId, u64)>,
+    /// Its name (`wsrep_node_name`), for the log once it has left the view.
+    pub donor_name: String,
     /// A donor of ours left before its stream was in: once the server holds its state and no
     /// request of ours waits for a stream, the core asks for the stream alone until one is in.
     pub donor_search: Option<apply::DonorSearch>,

@@ -186,8 +186,8 @@ impl<W: Clone + PartialEq> Core<W> {
         let donor_gone = |(id, incarnation): (MemberId, u64)| {
             !status.view.members.iter().any(|m| m.id == id && m.incarnation == incarnation)
         };
-        if let Some((donor, _)) = c.donor.filter(|donor| waits && primary && donor_gone(*donor)) {
-            self.donor_left(generation, donor, now_ms);
+        if c.donor.is_some_and(|donor| waits && primary && donor_gone(donor)) {
+            self.donor_left(generation, now_ms);
         }
         self.script_verdict_due(now_ms, None);
         self.track_primary(primary);
@@ -783,6 +783,7 @@ impl<W: Clone + PartialEq> Core<W> {
                     let c = self.connection.as_mut().expect("checked");
                     let incarnation = c.view.members.iter().find(|m| m.id == donor).map_or(0, |m| m.incarnation);
                     c.donor = Some((donor, incarnation));
+                    c.donor_name = donor_name.clone();
                     // A failure of the server's script is this donor's from here.
                     c.donor_lost = false;
                     if late {
