@@ -182,3 +182,14 @@ fn a_refused_bootstrap_names_the_members_that_went_on_without_this_node() {
     assert!(refusal.contains("went on with node2, node3"), "{refusal}");
     assert_eq!(stopped.may_connect(true), Err(Status::NodeFail));
 }
+
+/// A node whose data is ahead of the group in the same history (the group was bootstrapped
+/// from a node that was behind, and ordered other commits at those seqnos) stops at its first
+/// live view rather than merge a forked history; one at or behind the group's view goes on.
+#[test]
+fn a_node_ahead_of_the_group_in_the_same_history_is_refused_rather_than_merged() {
+    let (ahead, _) = restarted_at(Gtid::new(HISTORY, 10), &[ME, OTHER]);
+    assert!(ahead.is_failed(), "seqno 10 held, the group orders seqno 4");
+    let (level, _) = restarted_at(Gtid::new(HISTORY, 3), &[ME, OTHER]);
+    assert!(!level.is_failed());
+}
