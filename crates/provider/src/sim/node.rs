@@ -1270,12 +1270,12 @@ enum Step<S> {
     Block(S),
 }
 
-/// `sim:<node>:<incarnation>`: where a joiner of the simulator receives its transfer.
 /// The joiner's script a simulated SST request names (`sim:N`).
 fn sim_script(request: &[u8]) -> u64 {
     std::str::from_utf8(request).ok().and_then(|r| r.strip_prefix("sim:")).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
+/// `sim:<node>:<incarnation>`: where a joiner of the simulator receives its transfer.
 pub fn parse_sim_address(address: &str) -> Option<(usize, u64)> {
     let mut parts = address.strip_prefix("sim:")?.split(':');
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
