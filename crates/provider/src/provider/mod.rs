@@ -82,6 +82,16 @@ struct SavedStateWriter {
     last_primary_written: u64,
 }
 
+/// Whether `version` is newer than the one `written` holds, which it then becomes: effects
+/// may be carried out by two threads at once, and an older write must not win.
+fn newer(written: &mut u64, version: u64) -> bool {
+    let newer = version > *written;
+    if newer {
+        *written = version;
+    }
+    newer
+}
+
 pub struct Provider {
     app: Arc<dyn Application>,
     node_name: String,
@@ -281,8 +291,7 @@ impl Provider {
         }
         if let Some((version, state)) = effects.save {
             let mut saved = lock(&self.saved);
-            if version > saved.written {
-                saved.written = version;
+            if newer(&mut saved.written, version) {
                 if let Err(e) = saved.file.write(&state) {
                     log::error!("failed to write {}: {e}", crate::grastate::FILE_NAME);
                 }
@@ -290,8 +299,7 @@ impl Provider {
         }
         if let Some((version, others)) = effects.last_primary {
             let mut saved = lock(&self.saved);
-            if version > saved.last_primary_written {
-                saved.last_primary_written = version;
+            if newer(&mut saved.last_primary_written, version) {
                 if let Err(e) = saved.file.write_last_primary(&others) {
                     log::warn!("failed to write {}: {e}", crate::grastate::LAST_PRIMARY_FILE_NAME);
                 }
