@@ -3,12 +3,15 @@
 //!
 //! Writesets take a global seqno; control messages are ordered among them but take none
 //! (see docs/design/replication.md).
-use crate::certification::{Chains, KeySet, KeySlice};
+use crate::certification::{Chains, ChainsBuilder, KeySlice};
 use crate::types::{Gtid, Seqno, SourceTrx, Uuid};
 use lockstep_group::codec::{extend_in_small_steps, trim_slack, DecodeError, Reader, Writer};
 use lockstep_group::MemberId;
 
-const FORMAT_VERSION: u8 = 1;
+/// Format 2 carries a writeset's chains, not its keys; format 1 (keys, then data) is still
+/// read, from the logs and caches of earlier builds.
+const FORMAT_VERSION: u8 = 2;
+const FORMAT_WITH_KEYS: u8 = 1;
 
 /// A transaction's or an isolated statement's writeset.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,18 +23,12 @@ pub struct Writeset {
     /// conflicts only after it.
     pub last_seen: Seqno,
     pub flags: u32,
-    pub keys: KeySet,
-    pub data: Vec<u8>,
-}
-
-/// A delivered writeset as certification takes it (`Writeset::decode_for_certification`).
-#[derive(Debug)]
-pub struct Certifiable {
-    /// Without its keys.
-    pub writeset: Writeset,
+    /// What certification takes of its keys; the keys themselves do not travel.
     pub chains: Chains,
-    /// Its keys' size as Galera counts it (`wsrep_received_bytes`).
+    /// Its keys' size as Galera counts it (`KeySet::byte_len`: `wsrep_replicated_bytes`,
+    /// `wsrep_received_bytes`).
     pub key_bytes: usize,
+    pub data: Vec<u8>,
 }
 
 /// Ordered messages that take no seqno.
@@ -94,13 +91,12 @@ fn get_uuid(r: &mut Reader<'_>) -> Result<Uuid, DecodeError> {
     <[u8; 16]>::try_from(bytes.as_slice()).map(Uuid).map_err(|_| DecodeError("uuid of wrong length"))
 }
 
-/// A writeset's encoding besides its keys and data: format and kind, the source's node
-/// (length-prefixed), four u64 ids and positions, the flags, the data's length.
-const ENCODED_HEAD_BYTES: usize = 2 + 4 + 16 + 8 * 4 + 4 + 4;
-/// Where the key count is: after everything of the head but the data's length.
-const KEY_COUNT_AT: usize = ENCODED_HEAD_BYTES - 4;
-/// Where the keys begin.
-const KEYS_AT: usize = KEY_COUNT_AT + 4;
+/// A writeset's encoding before its data: format and kind, the source's node
+/// (length-prefixed), four u64 ids and positions, the flags, the keys' size, the number of
+/// chains and the data's length. The chains follow the data, 8 bytes each, largest first
+/// (`Chains::put_descending`): a receiver cuts them off the end of the buffer as it reads
+/// them, so a big writeset's chains are not held twice.
+const ENCODED_HEAD_BYTES: usize = 2 + 4 + 16 + 8 * 4 + 4 + 8 + 4 + 4;
 
 fn header(kind: u8) -> Writer {
     let mut w = Writer::default();
@@ -109,79 +105,65 @@ fn header(kind: u8) -> Writer {
 }
 
 fn open<'a>(bytes: &'a [u8], expected: &[u8]) -> Result<(Reader<'a>, u8), DecodeError> {
-    let mut r = Reader::new(bytes);
-    if r.u8()? != FORMAT_VERSION {
-        return Err(DecodeError("unknown format version"));
-    }
-    let kind = r.u8()?;
-    if !expected.contains(&kind) {
-        return Err(DecodeError("unexpected message kind"));
-    }
+    let (r, _, kind) = open_any(bytes, &[FORMAT_VERSION], expected)?;
     Ok((r, kind))
 }
 
+/// Opens a message of one of the `formats` and `kinds`; returns its format and kind.
+fn open_any<'a>(bytes: &'a [u8], formats: &[u8], kinds: &[u8]) -> Result<(Reader<'a>, u8, u8), DecodeError> {
+    let mut r = Reader::new(bytes);
+    let format = r.u8()?;
+    if !formats.contains(&format) {
+        return Err(DecodeError("unknown format version"));
+    }
+    let kind = r.u8()?;
+    if !kinds.contains(&kind) {
+        return Err(DecodeError("unexpected message kind"));
+    }
+    Ok((r, format, kind))
+}
+
 /// A local transaction's writeset collected straight into the bytes that travel: room for
-/// the head, its keys, then its data; `Outgoing::encode` fills the head in place. The origin
-/// of a big writeset holds it once: joining a key set and data at the end held the keys
-/// twice besides the data (65 MB of 0.36 GB for a 2.5-million-row `UPDATE`).
+/// the head, then its data; its keys as chains beside them, which `Outgoing::encode` puts
+/// after the data. The origin of a big writeset holds it once: joining a key set and data
+/// at the end held the keys twice besides the data (65 MB of 0.36 GB for a
+/// 2.5-million-row `UPDATE`), and its keys' bytes took 26 bytes a row where a chain takes 8.
 #[derive(Debug, Default)]
 pub struct WritesetBuilder {
-    /// Empty until the first key or data.
+    /// Empty until the first data.
     bytes: Vec<u8>,
-    keys: usize,
-    /// The keys' size as Galera counts it (`KeySet::byte_len`).
-    key_bytes: usize,
-    /// Where the data's length field is, once data came.
-    data_at: Option<usize>,
+    chains: ChainsBuilder,
 }
 
 impl WritesetBuilder {
-    fn started(&mut self) -> &mut Vec<u8> {
-        if self.bytes.is_empty() {
-            self.bytes.resize(KEYS_AT, 0);
-        }
-        &mut self.bytes
-    }
-
-    pub fn append_keys(&mut self, keys: &KeySet) {
-        let encoded = keys.encoded_keys();
-        match self.data_at {
-            None => extend_in_small_steps(self.started(), encoded),
-            // The server gives keys before data; one that comes later goes before it.
-            Some(at) => {
-                self.bytes.splice(at..at, encoded.iter().copied());
-                self.data_at = Some(at + encoded.len());
-            }
-        }
-        self.keys += keys.len();
-        self.key_bytes += keys.byte_len();
+    /// Adds the chains of keys the server appended (`ChainsBuilder::of`).
+    pub fn append_keys(&mut self, chains: ChainsBuilder) {
+        self.chains.append(chains);
     }
 
     pub fn append_data(&mut self, data: &[u8]) {
-        if self.data_at.is_none() {
-            let at = self.started().len();
-            self.bytes.extend_from_slice(&[0; 4]);
-            self.data_at = Some(at);
+        if self.bytes.is_empty() {
+            self.bytes.resize(ENCODED_HEAD_BYTES, 0);
         }
         extend_in_small_steps(&mut self.bytes, data);
     }
 
     pub fn key_count(&self) -> usize {
-        self.keys
+        self.chains.key_count()
     }
 
     /// The keys' size as Galera counts it.
     pub fn key_bytes(&self) -> usize {
-        self.key_bytes
+        self.chains.key_bytes()
     }
 
     pub fn data_len(&self) -> usize {
-        self.data_at.map_or(0, |at| self.bytes.len() - at - 4)
+        self.bytes.len().saturating_sub(ENCODED_HEAD_BYTES)
     }
 }
 
 /// A local transaction's writeset on its way to the group: what goes in front of its
-/// collected keys and data.
+/// collected data and chains.
 #[derive(Debug)]
 pub struct Outgoing {
     pub source: SourceTrx,
@@ -193,21 +175,23 @@ pub struct Outgoing {
 
 impl Outgoing {
     /// The bytes that travel, as `Writeset::encode` writes them: the head is written into
-    /// the room left for it (outside the core's lock: it may copy a writeset without data).
+    /// the room left for it and the chains moved after the data (outside the core's lock:
+    /// sorting a big writeset's chains takes a while).
     pub fn encode(self) -> Vec<u8> {
-        let Outgoing { source, local_id, last_seen, flags, mut body } = self;
-        // A writeset without data still carries the data's length.
-        body.append_data(&[]);
-        let data_at = body.data_at.expect("set by append_data");
-        let data_len = body.data_len();
+        let Outgoing { source, local_id, last_seen, flags, body } = self;
+        let WritesetBuilder { mut bytes, chains } = body;
+        let key_bytes = chains.key_bytes();
+        // A writeset without data still has a head.
+        bytes.resize(bytes.len().max(ENCODED_HEAD_BYTES), 0);
+        let data_len = bytes.len() - ENCODED_HEAD_BYTES;
+        let chains = chains.finish();
         let mut w = header(WRITESET);
         put_uuid(&mut w, &source.node);
         w.u64(source.trx_id).u64(source.conn_id).u64(local_id);
-        w.u64(last_seen as u64).u32(flags).len(body.keys);
-        let mut bytes = body.bytes;
-        bytes[..KEYS_AT].copy_from_slice(&w.bytes);
-        bytes[data_at..data_at + 4]
-            .copy_from_slice(&u32::try_from(data_len).expect("bounded by repl.max_ws_size").to_le_bytes());
+        w.u64(last_seen as u64).u32(flags).u64(key_bytes as u64).len(chains.len());
+        w.u32(u32::try_from(data_len).expect("bounded by repl.max_ws_size"));
+        bytes[..ENCODED_HEAD_BYTES].copy_from_slice(&w.bytes);
+        chains.put_descending(&mut bytes);
         // Held until delivered: without the room left by growing.
         trim_slack(&mut bytes);
         bytes
@@ -217,55 +201,64 @@ impl Outgoing {
 impl Writeset {
     /// The bytes that travel. A local transaction's writeset, however big, is collected in
     /// them from the start (`WritesetBuilder`); this copies the data of the few others
-    /// (isolated statements, rollback fragments).
+    /// (rollback fragments, tests).
     pub fn encode(self) -> Vec<u8> {
-        let Writeset { source, local_id, last_seen, flags, keys, data } = self;
+        let Writeset { source, local_id, last_seen, flags, chains, key_bytes, data } = self;
         let mut body = WritesetBuilder::default();
-        body.append_keys(&keys);
+        body.append_keys(ChainsBuilder::resume(chains, key_bytes));
         body.append_data(&data);
         Outgoing { source, local_id, last_seen, flags, body }.encode()
     }
 
-    /// Decodes a writeset from the bytes it takes: its data (the last field, nearly all of a
-    /// big writeset) stays in their buffer, moved to its front rather than copied to another,
-    /// so a big writeset is held once; its keys are copied out.
-    pub fn decode(bytes: Vec<u8>) -> Result<Writeset, DecodeError> {
-        let (writeset, keys) = Self::decode_with(bytes, |keys| KeySet::from(keys))?;
-        Ok(Writeset { keys, ..writeset })
-    }
-
-    /// Decodes a delivered writeset for certification: its keys become the chains the index
-    /// takes, read where they are, and are not kept (the index keeps what it needs of them,
-    /// and applying needs none). Outside the core's lock, and without a second copy of a big
-    /// writeset's keys (docs/design/certification.md).
-    pub fn decode_for_certification(bytes: Vec<u8>) -> Result<Certifiable, DecodeError> {
-        let (writeset, (chains, key_bytes)) = Self::decode_with(bytes, |keys| (Chains::of(keys), keys.byte_len()))?;
-        Ok(Certifiable { writeset, chains, key_bytes })
-    }
-
-    /// The writeset in `bytes` without its keys, and what `keys` made of them.
-    fn decode_with<K>(mut bytes: Vec<u8>, keys: impl FnOnce(KeySlice<'_>) -> K) -> Result<(Writeset, K), DecodeError> {
-        let (source, local_id, last_seen, flags, made, data_len) = {
-            let (mut r, _) = open(&bytes, &[WRITESET])?;
+    /// Decodes a writeset from the bytes it takes, outside the core's lock. Its data (nearly
+    /// all of a big writeset) stays in their buffer, moved to its front rather than copied to
+    /// another; its chains are cut off the buffer's end as they are read (a writeset of the
+    /// earlier format has its keys made into chains), so a big writeset is held once.
+    pub fn decode(mut bytes: Vec<u8>) -> Result<Writeset, DecodeError> {
+        let (mut ws, format, data_at, data_len) = {
+            let (mut r, format, _) = open_any(&bytes, &[FORMAT_VERSION, FORMAT_WITH_KEYS], &[WRITESET])?;
             let source = SourceTrx { node: get_uuid(&mut r)?, trx_id: r.u64()?, conn_id: r.u64()? };
             let local_id = r.u64()?;
             let last_seen = r.u64()? as Seqno;
             let flags = r.u32()?;
-            let made = keys(KeySlice::decode(&mut r)?);
-            let data_len = r.u32()? as usize;
-            if r.remaining() != data_len {
-                return Err(DecodeError("writeset data length does not match the record"));
+            let mut ws = Writeset {
+                source,
+                local_id,
+                last_seen,
+                flags,
+                chains: Chains::default(),
+                key_bytes: 0,
+                data: Vec::new(),
+            };
+            if format == FORMAT_WITH_KEYS {
+                let keys = KeySlice::decode(&mut r)?;
+                (ws.chains, ws.key_bytes) = (Chains::of(keys), keys.byte_len());
+                let data_len = r.u32()? as usize;
+                if r.remaining() != data_len {
+                    return Err(DecodeError("writeset data length does not match the record"));
+                }
+                (ws, format, bytes.len() - data_len, data_len)
+            } else {
+                ws.key_bytes = usize::try_from(r.u64()?).map_err(|_| DecodeError("key size out of range"))?;
+                let chains = r.len(8)?;
+                let data_len = r.u32()? as usize;
+                if chains.checked_mul(8).and_then(|c| c.checked_add(data_len)) != Some(r.remaining()) {
+                    return Err(DecodeError("writeset data length and chains do not match the record"));
+                }
+                (ws, format, bytes.len() - r.remaining(), data_len)
             }
-            (source, local_id, last_seen, flags, made, data_len)
         };
-        bytes.drain(..bytes.len() - data_len);
-        // The keys are read: their room here goes back (in place, for a big one).
+        if format == FORMAT_VERSION {
+            ws.chains = Chains::take_descending(&mut bytes, data_at + data_len)?;
+        }
+        bytes.drain(..data_at);
         trim_slack(&mut bytes);
-        Ok((Writeset { source, local_id, last_seen, flags, keys: KeySet::default(), data: bytes }, made))
+        ws.data = bytes;
+        Ok(ws)
     }
 
     pub fn byte_len(&self) -> usize {
-        self.data.len() + self.keys.byte_len()
+        self.data.len() + self.key_bytes
     }
 }
 
@@ -356,42 +349,50 @@ impl Control {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::certification::{Key, KeyType};
+    use crate::certification::{Key, KeySet, KeyType};
+
+    fn keys(keys: &[Key]) -> KeySet {
+        keys.iter().cloned().collect()
+    }
+
+    fn chains_of(keys: &KeySet) -> ChainsBuilder {
+        ChainsBuilder::of(keys.as_slice())
+    }
 
     #[test]
     fn writesets_and_controls_survive_the_trip() {
+        let row = keys(&[Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update)]);
         let ws = Writeset {
             source: SourceTrx { node: Uuid::random(), trx_id: 7, conn_id: 9 },
             local_id: 3,
             last_seen: -1,
             flags: 0x41,
-            keys: [Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update)].into_iter().collect(),
+            chains: Chains::of(row.as_slice()),
+            key_bytes: row.byte_len(),
             data: b"rows".to_vec(),
         };
         let bytes = ws.clone().encode();
-        assert_eq!(bytes.len(), ENCODED_HEAD_BYTES + ws.keys.encoded_len() + ws.data.len());
-        assert_eq!(Writeset::decode(bytes.clone()).unwrap(), ws);
-        // Delivered for certification: the keys become its chains and are not kept.
-        let delivered = Writeset::decode_for_certification(bytes).unwrap();
-        assert_eq!(delivered.writeset, Writeset { keys: KeySet::default(), ..ws.clone() });
-        assert_eq!(delivered.chains, Chains::of(ws.keys.as_slice()));
-        assert_eq!(delivered.key_bytes, ws.keys.byte_len());
+        // Three chains: the database and the table (SHARED prefixes) and the row.
+        assert_eq!(ws.chains.len(), 3);
+        assert_eq!(bytes.len(), ENCODED_HEAD_BYTES + 8 * ws.chains.len() + ws.data.len());
+        assert_eq!(Writeset::decode(bytes).unwrap(), ws);
         // Collected where it travels: the same bytes, the head written in place.
-        let late_key: KeySet = [Key::new(vec![b"db".to_vec(), b"u".to_vec()], KeyType::Shared)].into_iter().collect();
+        let late_key = keys(&[Key::new(vec![b"db".to_vec(), b"u".to_vec()], KeyType::Shared)]);
         let mut body = WritesetBuilder::default();
-        body.append_keys(&ws.keys);
+        body.append_keys(chains_of(&row));
         body.append_data(b"ro");
-        body.append_keys(&late_key);
+        body.append_keys(chains_of(&late_key));
         body.append_data(b"ws");
-        assert_eq!((body.key_count(), body.data_len()), (2, 4));
+        assert_eq!((body.key_count(), body.key_bytes(), body.data_len()), (2, row.byte_len() + late_key.byte_len(), 4));
         let outgoing = Outgoing { source: ws.source, local_id: 3, last_seen: -1, flags: 0x41, body };
-        let mut keys = ws.keys.clone();
-        keys.append(&late_key);
-        assert_eq!(Writeset::decode(outgoing.encode()).unwrap(), Writeset { keys, ..ws.clone() });
+        let mut both = row.clone();
+        both.append(&late_key);
+        let decoded = Writeset::decode(outgoing.encode()).unwrap();
+        assert_eq!(decoded, Writeset { chains: Chains::of(both.as_slice()), key_bytes: both.byte_len(), ..ws.clone() });
         let empty =
             Outgoing { source: ws.source, local_id: 4, last_seen: 2, flags: 0, body: WritesetBuilder::default() };
         let decoded = Writeset::decode(empty.encode()).unwrap();
-        assert_eq!((decoded.keys.len(), decoded.data.len(), decoded.local_id), (0, 0, 4));
+        assert_eq!((decoded.chains.len(), decoded.data.len(), decoded.local_id), (0, 0, 4));
         let controls = [
             Control::Barrier { id: 9 },
             Control::CommitCut { seqno: 42 },
@@ -430,17 +431,17 @@ mod tests {
 
     #[test]
     fn corrupted_writesets_and_control_messages_are_refused_or_decoded_never_a_panic() {
+        let keys = keys(&[
+            Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update),
+            Key::new(vec![b"db".to_vec(), b"u".to_vec()], KeyType::Shared),
+        ]);
         let ws = Writeset {
             source: SourceTrx { node: Uuid([3; 16]), trx_id: 17, conn_id: 4 },
             local_id: 2,
             last_seen: 40,
             flags: 0x41,
-            keys: [
-                Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update),
-                Key::new(vec![b"db".to_vec(), b"u".to_vec()], KeyType::Shared),
-            ]
-            .into_iter()
-            .collect(),
+            chains: Chains::of(keys.as_slice()),
+            key_bytes: keys.byte_len(),
             data: vec![9; 64],
         };
         let control = Control::StateRequest {
@@ -461,7 +462,6 @@ mod tests {
         let mut decoded = 0;
         for bytes in lockstep_group::fuzz::corruptions(&samples, 20_000, 5) {
             decoded += usize::from(Writeset::decode(bytes.clone()).is_ok());
-            decoded += usize::from(Writeset::decode_for_certification(bytes.clone()).is_ok());
             decoded += usize::from(Control::decode(&bytes).is_ok());
         }
         assert!(decoded > 0, "some corruptions still decode (a flipped data byte)");
@@ -474,13 +474,13 @@ mod tests {
             local_id: 1,
             last_seen: 5,
             flags: 0,
-            keys: KeySet::default(),
+            chains: Chains::default(),
+            key_bytes: 0,
             data: vec![1, 2, 3],
         }
         .encode();
         for cut in 0..ws.len() {
             assert!(Writeset::decode(ws[..cut].to_vec()).is_err());
-            assert!(Writeset::decode_for_certification(ws[..cut].to_vec()).is_err());
         }
         assert!(Control::decode(&ws).is_err());
         assert!(Writeset::decode(Control::Synced { since: None }.encode()).is_err());
@@ -499,5 +499,56 @@ mod tests {
         let mut unknown = failure.clone();
         unknown[1] = 200;
         assert!(Control::decode(&unknown).is_err());
+    }
+
+    #[test]
+    fn a_big_writesets_chains_travel_after_its_data_and_are_checked_in_order() {
+        // More chains than are moved at a time, and their rows' keys twice each (the two
+        // images of an UPDATE), as the server appends them.
+        let rows = 300_000u32;
+        let mut body = WritesetBuilder::default();
+        let mut all = KeySet::default();
+        for row in 0..rows {
+            let key =
+                keys(&[Key::new(vec![b"db".to_vec(), b"t".to_vec(), row.to_le_bytes().to_vec()], KeyType::Update)]);
+            body.append_keys(chains_of(&key));
+            body.append_keys(chains_of(&key));
+            all.append(&key);
+        }
+        body.append_data(&vec![7; 1 << 20]);
+        let source = SourceTrx { node: Uuid([5; 16]), trx_id: 1, conn_id: 1 };
+        let bytes = Outgoing { source, local_id: 1, last_seen: 0, flags: 0, body }.encode();
+        let ws = Writeset::decode(bytes.clone()).unwrap();
+        assert_eq!(ws.chains.len(), rows as usize + 2, "each row once, the database and the table");
+        assert_eq!(ws.data, vec![7; 1 << 20]);
+        assert_eq!(ws.key_bytes, 2 * rows as usize * (2 + 1 + 4 + 3));
+        assert_eq!(ws.chains, Chains::of(all.as_slice()));
+        // Two chains swapped, or one twice: refused, never certified as something else.
+        let chains_at = bytes.len() - 8 * ws.chains.len();
+        let mut swapped = bytes.clone();
+        swapped[chains_at..chains_at + 16].rotate_left(8);
+        assert!(Writeset::decode(swapped).is_err());
+        let mut repeated = bytes;
+        repeated.copy_within(chains_at..chains_at + 8, chains_at + 8);
+        assert!(Writeset::decode(repeated).is_err());
+    }
+
+    #[test]
+    fn a_writeset_of_the_format_with_keys_is_still_read() {
+        let keys = keys(&[
+            Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update),
+            Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 2]], KeyType::Exclusive),
+        ]);
+        let mut w = Writer::default();
+        w.u8(FORMAT_WITH_KEYS).u8(WRITESET);
+        put_uuid(&mut w, &Uuid([4; 16]));
+        w.u64(8).u64(9).u64(10).u64(11).u32(0x41).len(keys.len()).fixed(keys.encoded_keys());
+        w.bytes(b"rows");
+        let ws = Writeset::decode(w.bytes).unwrap();
+        assert_eq!(ws.chains, Chains::of(keys.as_slice()));
+        assert_eq!(
+            (ws.key_bytes, ws.data.as_slice(), ws.local_id, ws.last_seen),
+            (keys.byte_len(), &b"rows"[..], 10, 11)
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! writeset that used it. See docs/design/certification.md for the rule and its reasons.
 use super::key::{ChainHasher, ChainId, KeySlice, KeyType, Reference};
 use crate::types::{Seqno, Uuid, SEQNO_UNDEFINED};
-use lockstep_group::codec::{DecodeError, Reader, Writer};
+use lockstep_group::codec::{extend_in_small_steps, trim_slack, DecodeError, Reader, Writer};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasherDefault;
 
@@ -62,39 +62,167 @@ pub enum Verdict {
 
 /// A writeset's keys as certification takes them: each key's chain and every proper prefix
 /// of it (a SHARED branch key), sorted by chain, one type a chain (the strongest seen).
-/// Made where the writeset is decoded, outside the core's lock, and kept by the index
-/// while the writeset is in it; the keys themselves are not kept.
+/// The origin makes them as the server appends keys (`ChainsBuilder`) and sends them, not
+/// the keys (docs/design/certification.md); the index keeps them while the writeset is in it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Chains(Vec<Reference>);
 
+/// References moved between a writeset's bytes and its `Chains` at a time (1 MiB): the
+/// one gives back its room as the other grows, so a big writeset's chains are never held
+/// twice.
+const MOVED_REFERENCES: usize = 1 << 17;
+
 impl Chains {
-    /// The chains of `keys`. Prefixes (a database, a table) repeat across a writeset's rows and
-    /// are gathered apart; full keys go into one vector, sorted once: a million-row writeset
-    /// no longer builds a tree of a million nodes.
+    /// The chains of `keys`.
     pub fn of(keys: KeySlice<'_>) -> Chains {
-        let mut prefixes: BTreeMap<ChainId, KeyType> = BTreeMap::new();
+        ChainsBuilder::of(keys).finish()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Appends the chains to `out` as a writeset carries them, 8 bytes each (`Reference`,
+    /// little-endian), largest first; their own vector shrinks as `out` grows.
+    pub fn put_descending(self, out: &mut Vec<u8>) {
+        let Chains(mut chains) = self;
+        let mut chunk = Vec::with_capacity(8 * chains.len().min(MOVED_REFERENCES));
+        while !chains.is_empty() {
+            let from = chains.len().saturating_sub(MOVED_REFERENCES);
+            chunk.clear();
+            for reference in chains[from..].iter().rev() {
+                chunk.extend_from_slice(&reference.to_raw().to_le_bytes());
+            }
+            extend_in_small_steps(out, &chunk);
+            chains.truncate(from);
+            if chains.capacity() - chains.len() > MOVED_REFERENCES {
+                chains.shrink_to_fit();
+            }
+        }
+    }
+
+    /// Takes the chains `put_descending` wrote at `bytes[from..]` (a multiple of 8 bytes),
+    /// cutting them off `bytes` a megabyte at a time. Refused unless strictly descending by
+    /// chain, as `ChainsBuilder::finish` leaves them: the index searches a big writeset's
+    /// chains and takes one type a chain.
+    pub fn take_descending(bytes: &mut Vec<u8>, from: usize) -> Result<Chains, DecodeError> {
+        debug_assert_eq!((bytes.len() - from) % 8, 0, "the caller checked the count");
         let mut chains: Vec<Reference> = Vec::new();
+        while bytes.len() > from {
+            let start = bytes.len() - (bytes.len() - from).min(8 * MOVED_REFERENCES);
+            let count = (bytes.len() - start) / 8;
+            if chains.capacity() - chains.len() < count {
+                // By a 32nd: what growing leaves stays under 3 %, and big blocks grow in place.
+                chains.reserve_exact(count.max(chains.len() / 32));
+            }
+            for raw in bytes[start..].rchunks_exact(8) {
+                let reference = Reference::from_raw(u64::from_le_bytes(raw.try_into().expect("eight bytes")));
+                if chains.last().is_some_and(|last| last.chain() >= reference.chain()) {
+                    return Err(DecodeError("a writeset's chains out of order"));
+                }
+                chains.push(reference);
+            }
+            bytes.truncate(start);
+            trim_slack(bytes);
+        }
+        if chains.capacity() - chains.len() > 1024 {
+            chains.shrink_to_fit();
+        }
+        Ok(Chains(chains))
+    }
+}
+
+/// A writeset's chains while its keys come in: full keys in arrival order, prefixes apart
+/// (a database, a table: they repeat across a writeset's rows). `finish` sorts them once: a
+/// million-row writeset builds no tree of a million nodes.
+#[derive(Debug, Default)]
+pub struct ChainsBuilder {
+    /// Sorted, each once (SHARED): a few databases and tables.
+    prefixes: Vec<ChainId>,
+    chains: Vec<Reference>,
+    keys: usize,
+    /// The keys' size as Galera counts it (`KeySlice::byte_len`).
+    key_bytes: usize,
+}
+
+impl ChainsBuilder {
+    /// The chains of `keys`: hashing, which the origin does before it takes the core's lock
+    /// to `append` them.
+    pub fn of(keys: KeySlice<'_>) -> ChainsBuilder {
+        // Sized for the keys: one call of the server's is a key or a few.
+        let chains = Vec::with_capacity(keys.len());
+        let mut builder = ChainsBuilder { chains, keys: keys.len(), key_bytes: keys.byte_len(), ..Default::default() };
         for key in keys.iter() {
             let whole = key.part_count();
             for (len, chain) in (1..).zip(key.chain_ids()) {
                 if len < whole {
-                    prefixes.entry(chain).or_insert(KeyType::Shared);
-                } else if chains.last() != Some(&Reference::new(chain, key.kind)) {
-                    // A row's key comes twice in a row when the server appends both
-                    // images of an UPDATE: skipping the repeat halves what is sorted
-                    // (2.5 million such rows, in a unit probe: 0.19 s instead of 0.44 s).
-                    if chains.len() == chains.capacity() {
-                        // By an eighth: room for every key (repeats included) held 40 MB
-                        // for a 2.5 million-row `UPDATE`, beside its writeset.
-                        chains.reserve_exact((chains.len() / 8).max(1024));
-                    }
-                    chains.push(Reference::new(chain, key.kind));
+                    builder.add_prefix(chain);
+                } else {
+                    builder.push(Reference::new(chain, key.kind));
                 }
             }
         }
+        builder
+    }
+
+    /// A finished writeset's chains and its keys' size, to encode it again.
+    pub fn resume(Chains(chains): Chains, key_bytes: usize) -> ChainsBuilder {
+        ChainsBuilder { chains, key_bytes, ..ChainsBuilder::default() }
+    }
+
+    /// Adds what `other` gathered.
+    pub fn append(&mut self, other: ChainsBuilder) {
+        for chain in other.prefixes {
+            self.add_prefix(chain);
+        }
+        for reference in other.chains {
+            self.push(reference);
+        }
+        self.keys += other.keys;
+        self.key_bytes += other.key_bytes;
+    }
+
+    /// How many keys were added.
+    pub fn key_count(&self) -> usize {
+        self.keys
+    }
+
+    /// The keys' size as Galera counts it.
+    pub fn key_bytes(&self) -> usize {
+        self.key_bytes
+    }
+
+    fn add_prefix(&mut self, chain: ChainId) {
+        if let Err(at) = self.prefixes.binary_search(&chain) {
+            self.prefixes.insert(at, chain);
+        }
+    }
+
+    fn push(&mut self, reference: Reference) {
+        // A row's key comes twice in a row when the server appends both images of an
+        // UPDATE: skipping the repeat halves what is held and sorted (2.5 million such
+        // rows, in a unit probe: 0.19 s instead of 0.44 s to sort).
+        if self.chains.last() == Some(&reference) {
+            return;
+        }
+        if self.chains.len() == self.chains.capacity() {
+            // By an eighth past a thousand: doubling held up to twice a big writeset's
+            // chains.
+            self.chains.reserve_exact((self.chains.len() / 8).max(1024));
+        }
+        self.chains.push(reference);
+    }
+
+    /// The chains, sorted, one type a chain.
+    pub fn finish(self) -> Chains {
+        let ChainsBuilder { prefixes, mut chains, .. } = self;
         // Exactly: doubling for a few prefixes would hold twice a big writeset's chains.
         chains.reserve_exact(prefixes.len());
-        chains.extend(prefixes.into_iter().map(|(chain, kind)| Reference::new(chain, kind)));
+        chains.extend(prefixes.into_iter().map(|chain| Reference::new(chain, KeyType::Shared)));
         chains.sort_unstable();
         // One type per chain, the strongest: the last of its run.
         chains.dedup_by(|later, kept| {

@@ -1,6 +1,6 @@
 //! Certification keys: an ordered chain of parts (database, table, row) and an access type.
 
-use lockstep_group::codec::{extend_in_small_steps, DecodeError, Reader};
+use lockstep_group::codec::{DecodeError, Reader};
 
 /// Access types in increasing strength (wsrep v26 values).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
@@ -33,11 +33,11 @@ impl Key {
     }
 }
 
-/// A writeset's keys as one buffer in the writeset's byte format: per key its type (u8),
-/// its part count (u32), then each part length-prefixed (u32). Encoding a writeset copies
-/// the buffer and decoding checks it, and a key costs its bytes plus nine, where a vector
-/// of parts cost about 200 bytes in four allocations: for a 2.5-million-row `UPDATE` on
-/// every node, the difference between 100 MB and 500 MB (docs/design/certification.md).
+/// Keys as one buffer: per key its type (u8), its part count (u32), then each part
+/// length-prefixed (u32). What the server appends in one call, and an isolated statement's
+/// keys, on their way to becoming chains (`ChainsBuilder::of`); writesets of the first
+/// format carried their keys so. A key costs its bytes plus nine, where a vector of parts
+/// cost about 200 bytes in four allocations (docs/design/certification.md).
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct KeySet {
     bytes: Vec<u8>,
@@ -63,8 +63,9 @@ impl KeySet {
         self.push(key.kind, &parts);
     }
 
+    #[cfg(test)]
     pub fn append(&mut self, other: &KeySet) {
-        extend_in_small_steps(&mut self.bytes, &other.bytes);
+        self.bytes.extend_from_slice(&other.bytes);
         self.count += other.count;
         self.part_bytes += other.part_bytes;
     }
@@ -91,25 +92,22 @@ impl KeySet {
         KeySlice { bytes: &self.bytes, count: self.count, part_bytes: self.part_bytes }
     }
 
-    /// Its size in a writeset: the count (u32), then the keys.
-    pub fn encoded_len(&self) -> usize {
-        4 + self.bytes.len()
-    }
-
-    /// The keys as a writeset carries them after their count.
+    /// The keys as a writeset of the first format carried them after their count.
+    #[cfg(test)]
     pub fn encoded_keys(&self) -> &[u8] {
         &self.bytes
     }
 }
 
+#[cfg(test)]
 impl From<KeySlice<'_>> for KeySet {
     fn from(keys: KeySlice<'_>) -> KeySet {
         KeySet { bytes: keys.bytes.to_vec(), count: keys.count, part_bytes: keys.part_bytes }
     }
 }
 
-/// A writeset's keys where they were received, checked: what certification reads of a
-/// delivered writeset without copying them (docs/design/certification.md).
+/// Keys borrowed from a [`KeySet`] or, checked, from a writeset of the first format where
+/// it was received: what `ChainsBuilder::of` hashes.
 #[derive(Clone, Copy)]
 pub struct KeySlice<'a> {
     bytes: &'a [u8],
@@ -118,12 +116,20 @@ pub struct KeySlice<'a> {
 }
 
 impl<'a> KeySlice<'a> {
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
     /// Encoded size, as [`KeySet::byte_len`].
     pub fn byte_len(&self) -> usize {
         self.part_bytes
     }
 
-    /// Reads what [`KeySet::encode`] wrote, checking every key, in place.
+    /// Reads keys as a writeset of the first format carried them (count, then keys), checking every key, in place.
     pub fn decode(r: &mut Reader<'a>) -> Result<KeySlice<'a>, DecodeError> {
         let count = r.len(5)?;
         let mut walk = r.clone();
@@ -237,6 +243,15 @@ impl Reference {
 
     pub(crate) fn kind(self) -> KeyType {
         KeyType::ALL[(self.0 & 3) as usize]
+    }
+
+    /// As a writeset carries it: every `u64` is a chain and a type.
+    pub(crate) fn to_raw(self) -> u64 {
+        self.0
+    }
+
+    pub(crate) fn from_raw(raw: u64) -> Reference {
+        Reference(raw)
     }
 }
 

@@ -3,5 +3,5 @@
 mod index;
 mod key;
 
-pub use index::{Candidate, CertificationIndex, Chains, Verdict, CERT_MAX_LENGTH, PA_RANGE_MAX};
+pub use index::{Candidate, CertificationIndex, Chains, ChainsBuilder, Verdict, CERT_MAX_LENGTH, PA_RANGE_MAX};
 pub use key::{Key, KeyRef, KeySet, KeySlice, KeyType};

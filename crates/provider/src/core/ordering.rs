@@ -6,11 +6,11 @@ use super::apply::{primary_view, Event};
 use super::phase::{CatchUp, Component, Phase, Restart};
 use super::{Core, InFlight};
 use crate::application::{Member, View, ViewStatus};
-use crate::certification::{Candidate, CertificationIndex, Verdict};
+use crate::certification::{Candidate, CertificationIndex, Chains, Verdict};
 use crate::checkpoint::Checkpoint;
 use crate::state_transfer::{choose_donor, transfer_failed_line};
 use crate::types::{flags, Gtid, Seqno, Status, Uuid};
-use crate::writeset::{Certifiable, Control, Writeset};
+use crate::writeset::{Control, Writeset};
 use lockstep_group::{Delivered, DeliveredKind, MemberId, SubmitError};
 
 /// The tag of our synced announcements: the group reports their failures with it (writesets
@@ -54,7 +54,7 @@ pub struct DeliveryContext {
 /// A delivery, decoded before the core's lock is taken.
 #[derive(Debug)]
 pub enum Payload {
-    Writeset(Box<Certifiable>),
+    Writeset(Box<Writeset>),
     Control {
         origin: MemberId,
         control: Control,
@@ -75,7 +75,7 @@ impl Payload {
     pub fn decode(d: Delivered) -> (Seqno, Payload) {
         let seqno = d.seqno as Seqno;
         let payload = match d.kind {
-            DeliveredKind::Writeset { origin, .. } => match Writeset::decode_for_certification(d.bytes) {
+            DeliveredKind::Writeset { origin, .. } => match Writeset::decode(d.bytes) {
                 Ok(delivered) => Payload::Writeset(Box::new(delivered)),
                 Err(e) => Payload::Undecodable { origin, error: e.0.to_string(), numbered: true },
             },
@@ -465,23 +465,23 @@ impl<W: Clone + PartialEq> Core<W> {
         self.finish_both(seqno);
     }
 
-    fn on_writeset(&mut self, seqno: Seqno, delivered: Certifiable) {
+    fn on_writeset(&mut self, seqno: Seqno, mut ws: Writeset) {
+        // Certification takes the chains or, below, nothing does: applying needs none.
+        let chains = std::mem::take(&mut ws.chains);
         if self.restored_covers(seqno) {
             // Certified before the checkpoint: its verdict is kept there.
             let failed = self.ordering.verdicts.failed_in(seqno, seqno).is_some_and(|f| !f.is_empty());
             self.ordering.delivered = seqno;
             if !(self.has_state() && seqno <= self.committed.last_contiguous()) {
-                let event =
-                    Event::Apply { seqno, writeset: Box::new(delivered.writeset), depends_on: seqno - 1, failed };
+                let event = Event::Apply { seqno, writeset: Box::new(ws), depends_on: seqno - 1, failed };
                 self.push_event(event);
             }
             return;
         }
-        self.certify_writeset(seqno, delivered);
+        self.certify_writeset(seqno, ws, chains);
     }
 
-    fn certify_writeset(&mut self, seqno: Seqno, delivered: Certifiable) {
-        let Certifiable { writeset: mut ws, chains, key_bytes } = delivered;
+    fn certify_writeset(&mut self, seqno: Seqno, mut ws: Writeset, chains: Chains) {
         let isolation = ws.flags & flags::ISOLATION != 0;
         let pa_unsafe = ws.flags & flags::PA_UNSAFE != 0;
         let candidate = Candidate {
@@ -506,7 +506,7 @@ impl<W: Clone + PartialEq> Core<W> {
         if isolation || pa_unsafe {
             self.ordering.barrier = seqno;
         }
-        let bytes = (ws.data.len() + key_bytes) as i64;
+        let bytes = ws.byte_len() as i64;
         self.ordering.bytes_since_checkpoint += bytes as u64;
         let c = &mut self.counters;
         c.received += 1;

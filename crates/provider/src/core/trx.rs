@@ -2,7 +2,7 @@
 //! brute-force abort and replay; and isolated statements (TOI), which are ordered the same way.
 use super::{Core, InFlight, LocalTrx, TrxState};
 use crate::application::{WsHandle, TRX_ID_UNDEFINED};
-use crate::certification::{Key, KeySet, KeyType, Verdict};
+use crate::certification::{Chains, ChainsBuilder, Key, KeySet, KeyType, Verdict};
 use crate::types::{flags, Gtid, Seqno, SourceTrx, Status, TrxMeta, Uuid, SEQNO_UNDEFINED};
 use crate::writeset::{Outgoing, Writeset, WritesetBuilder};
 use std::time::Duration;
@@ -68,10 +68,11 @@ impl<W: Clone + PartialEq> Core<W> {
         }
     }
 
-    /// Adds keys to the transaction's writeset; returns its token for the handle's `opaque`.
-    pub fn append_key(&mut self, handle: WsHandle, keys: &KeySet) -> u64 {
+    /// Adds the chains of keys the server appended (`ChainsBuilder::of`, made before the
+    /// lock) to the transaction's writeset; returns its token for the handle's `opaque`.
+    pub fn append_key(&mut self, handle: WsHandle, chains: ChainsBuilder) -> u64 {
         let id = self.open_trx(handle);
-        self.trxs.get_mut(&id).expect("just opened").collected.append_keys(keys);
+        self.trxs.get_mut(&id).expect("just opened").collected.append_keys(chains);
         id
     }
 
@@ -333,7 +334,8 @@ impl<W: Clone + PartialEq> Core<W> {
             local_id,
             last_seen: self.committed.last_contiguous(),
             flags: flags::ROLLBACK | flags::PA_UNSAFE,
-            keys: KeySet::default(),
+            chains: Chains::default(),
+            key_bytes: 0,
             data,
         };
         self.ordering.rollbacks.insert(local_id, (writeset.clone(), false));
@@ -462,7 +464,7 @@ impl<W: Clone + PartialEq> Core<W> {
         // The v26 call carries no key types: every isolation key is exclusive.
         let keys: KeySet = key_parts.into_iter().map(|parts| Key::new(parts, KeyType::Exclusive)).collect();
         let mut body = WritesetBuilder::default();
-        body.append_keys(&keys);
+        body.append_keys(ChainsBuilder::of(keys.as_slice()));
         body.append_data(&data);
         let writeset = self.prepare_writeset(source, ws_flags | flags::ISOLATION, body, None);
         let local_id = writeset.local_id;

@@ -2,7 +2,7 @@
 //! outside the core's lock, and the client thread parks until its own verdict arrives.
 use super::Provider;
 use crate::application::{ApplyRequest, RecvCtx, WsHandle};
-use crate::certification::KeySet;
+use crate::certification::{ChainsBuilder, KeySet};
 use crate::core::{outcome_of, CertifyStart, VoteResult, REMOTE_HANDLE};
 use crate::types::{Gtid, Seqno, Status, TrxMeta};
 use std::time::{Duration, Instant};
@@ -12,8 +12,10 @@ const VOTE_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Provider {
     /// Adds keys to the transaction's writeset; returns its token for the handle's `opaque`.
+    /// Their chains are hashed before the core's lock is taken.
     pub fn append_key(&self, handle: WsHandle, keys: &KeySet) -> u64 {
-        self.with_core(|core| core.append_key(handle, keys))
+        let chains = ChainsBuilder::of(keys.as_slice());
+        self.with_core(|core| core.append_key(handle, chains))
     }
 
     /// Appends data to the transaction's writeset; returns its token for the handle's `opaque`.
