@@ -1048,7 +1048,7 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     /// Decides a `ScriptFailed` handshake the group has said nothing about: its donor announced
-    /// itself synced again (its script ended, so ours failed on its own), or
+    /// itself synced again after donating (its script ended, so ours failed on its own), or
     /// `SCRIPT_VERDICT_MS` passed with the donor still in the group.
     pub(super) fn script_verdict_due(&mut self, now_ms: u64, synced_again: Option<MemberId>) {
         let Phase::Joining(Handshake::ScriptFailed { rcode }) = self.phase else { return };

@@ -732,7 +732,12 @@ impl<W: Clone + PartialEq> Core<W> {
                 }
                 if origin != me && live {
                     self.synced_member_seen(origin, since);
-                    self.script_verdict_due(self.clock_ms, Some(origin));
+                    // Only a member that was not synced says something of a transfer it
+                    // donated: one synced all along may have sent this before it took our
+                    // request (its announcement to a new view, ordered after the request).
+                    if since.is_none() {
+                        self.script_verdict_due(self.clock_ms, Some(origin));
+                    }
                 }
             }
             Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id, own_order } => {

@@ -501,6 +501,10 @@ fn a_joiner_whose_own_transfer_fails_ends_its_process() {
     let donor = first_of_several("donor-of-failing-joiner");
     let (joiner, _applier) = joiner_of(&donor, "failing-joiner", Ok(SST_REQUEST.to_vec()));
     donor.wait_for(|calls| calls.iter().any(|c| c.starts_with("sst_donate")));
+    // The joiner knows its donor once it has taken its own request from the order (a script
+    // that fails before then cannot be the donor's doing, and ends the process at once).
+    let knows_its_donor = || joiner.provider.lock_core().connection().is_some_and(|c| c.donor.is_some());
+    joiner.wait_for(|_| knows_its_donor());
     // The joiner's SST script failed while its donor stays in the group: the joiner waits
     // for the group's word on the donor. The donor's side fails too (the stream's other end
     // closed) and says so through the order: the process ends then, in the applier or in a
