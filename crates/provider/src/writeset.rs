@@ -8,8 +8,9 @@ use crate::types::{Gtid, Seqno, SourceTrx, Uuid};
 use lockstep_group::codec::{extend_in_small_steps, trim_slack, DecodeError, Reader, Writer};
 use lockstep_group::MemberId;
 
-/// Format 2 carries a writeset's chains, not its keys; format 1 (keys, then data) is still
-/// read, from the logs and caches of earlier builds.
+/// Format 2 carries a writeset's chains, not its keys. Format 1, where a writeset carried its
+/// keys before its data (control messages are the same in both), is still read: the logs and
+/// caches of earlier builds hold it.
 const FORMAT_VERSION: u8 = 2;
 const FORMAT_WITH_KEYS: u8 = 1;
 
@@ -104,16 +105,11 @@ fn header(kind: u8) -> Writer {
     w
 }
 
-fn open<'a>(bytes: &'a [u8], expected: &[u8]) -> Result<(Reader<'a>, u8), DecodeError> {
-    let (r, _, kind) = open_any(bytes, &[FORMAT_VERSION], expected)?;
-    Ok((r, kind))
-}
-
-/// Opens a message of one of the `formats` and `kinds`; returns its format and kind.
-fn open_any<'a>(bytes: &'a [u8], formats: &[u8], kinds: &[u8]) -> Result<(Reader<'a>, u8, u8), DecodeError> {
+/// Opens a message of one of `kinds`; returns its format and kind.
+fn open<'a>(bytes: &'a [u8], kinds: &[u8]) -> Result<(Reader<'a>, u8, u8), DecodeError> {
     let mut r = Reader::new(bytes);
     let format = r.u8()?;
-    if !formats.contains(&format) {
+    if format != FORMAT_VERSION && format != FORMAT_WITH_KEYS {
         return Err(DecodeError("unknown format version"));
     }
     let kind = r.u8()?;
@@ -216,7 +212,7 @@ impl Writeset {
     /// earlier format has its keys made into chains), so a big writeset is held once.
     pub fn decode(mut bytes: Vec<u8>) -> Result<Writeset, DecodeError> {
         let (mut ws, format, data_at, data_len) = {
-            let (mut r, format, _) = open_any(&bytes, &[FORMAT_VERSION, FORMAT_WITH_KEYS], &[WRITESET])?;
+            let (mut r, format, _) = open(&bytes, &[WRITESET])?;
             let source = SourceTrx { node: get_uuid(&mut r)?, trx_id: r.u64()?, conn_id: r.u64()? };
             let local_id = r.u64()?;
             let last_seen = r.u64()? as Seqno;
@@ -312,7 +308,7 @@ impl Control {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Control, DecodeError> {
-        let (mut r, kind) = open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED, VOTE, FLOW, TRANSFER_FAILED])?;
+        let (mut r, _, kind) = open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED, VOTE, FLOW, TRANSFER_FAILED])?;
         let control = match kind {
             BARRIER => Control::Barrier { id: r.u64()? },
             COMMIT_CUT => Control::CommitCut { seqno: r.u64()? as Seqno },
@@ -534,7 +530,7 @@ mod tests {
     }
 
     #[test]
-    fn a_writeset_of_the_format_with_keys_is_still_read() {
+    fn a_writeset_and_a_control_message_of_the_first_format_are_still_read() {
         let keys = keys(&[
             Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 1]], KeyType::Update),
             Key::new(vec![b"db".to_vec(), b"t".to_vec(), vec![0, 2]], KeyType::Exclusive),
@@ -546,6 +542,9 @@ mod tests {
         w.bytes(b"rows");
         let ws = Writeset::decode(w.bytes).unwrap();
         assert_eq!(ws.chains, Chains::of(keys.as_slice()));
+        let mut vote = Control::Vote { seqno: 12, outcome: 5 }.encode();
+        vote[0] = FORMAT_WITH_KEYS;
+        assert_eq!(Control::decode(&vote), Ok(Control::Vote { seqno: 12, outcome: 5 }));
         assert_eq!(
             (ws.key_bytes, ws.data.as_slice(), ws.local_id, ws.last_seen),
             (keys.byte_len(), &b"rows"[..], 10, 11)

@@ -179,8 +179,13 @@ impl ChainsBuilder {
         for chain in other.prefixes {
             self.add_prefix(chain);
         }
-        for reference in other.chains {
-            self.push(reference);
+        if self.chains.is_empty() {
+            // A transaction's first key: taken as it is.
+            self.chains = other.chains;
+        } else {
+            for reference in other.chains {
+                self.push(reference);
+            }
         }
         self.keys += other.keys;
         self.key_bytes += other.key_bytes;
@@ -210,9 +215,9 @@ impl ChainsBuilder {
             return;
         }
         if self.chains.len() == self.chains.capacity() {
-            // By an eighth past a thousand: doubling held up to twice a big writeset's
-            // chains.
-            self.chains.reserve_exact((self.chains.len() / 8).max(1024));
+            // By an eighth: doubling held up to twice a big writeset's chains (big blocks
+            // grow in place).
+            self.chains.reserve_exact((self.chains.len() / 8).max(16));
         }
         self.chains.push(reference);
     }
