@@ -54,7 +54,7 @@ samples=$out/samples.csv clients=$out/clients.csv
 echo "provider,fragment,time_s,node,last_committed,recv_queue,fc_paused_ns,sr_rows" >"$samples"
 echo "provider,fragment,second,node,transactions" >"$clients"
 updates=$out/updates.csv
-echo "provider,fragment,begin_ms,end_ms,status" >"$updates"
+echo "provider,fragment,begin_ms,end_ms,status,target" >"$updates"
 summary=$out/summary.txt
 {
     echo "bench/big-transaction-stall.sh $rows \"$variants\" ($(date -u +%F), commit $(git rev-parse --short HEAD))"
@@ -119,7 +119,7 @@ run() { # run PROVIDER FRAGMENT
     for n in 1 2; do
         python3 bench/timeline-chart.py clients "$c" "$fragment" "$n" "$work/sysbench-$c-$fragment-$n.log" >>"$clients"
     done
-    echo "$c,$fragment,$(((begin_ns - start_ns) / 1000000)),$(((end_ns - start_ns) / 1000000)),$status" >>"$updates"
+    echo "$c,$fragment,$(((begin_ns - start_ns) / 1000000)),$(((end_ns - start_ns) / 1000000)),$status,$target" >>"$updates"
     python3 bench/timeline-chart.py summary "$out" "$c" "$fragment" >>"$summary"
     tail -1 "$summary"
 }

@@ -68,10 +68,12 @@ def run_data(directory, provider, fragment):
             own[int(c["node"])][int(c["second"])] = float(c["transactions"])
     commits = {1: own[1], 2: own[2], 3: applied.get(3, {})}
     begin, end = int(update["begin_ms"]) / 1000, int(update["end_ms"]) / 1000
-    # The episode ends when every node has committed what node 1 had when the UPDATE returned.
+    # The episode ends when every node has committed what node 1 had when the UPDATE returned
+    # (read then: a value interpolated between samples may fall short of the UPDATE's own
+    # seqno, and ended a Lockstep episode before the others had applied it).
     settled = end
     if samples.get(1):
-        target = at(samples[1], end)
+        target = int(update["target"])
         later = [t for t, _ in samples[1] if t >= end]
         settled = next((t for t in later if all(at(samples[n], t) >= target for n in samples)), later[-1] if later else end)
     return commits, applied, extra, begin, end, settled, int(update["status"])
