@@ -129,7 +129,8 @@ impl<'a> KeySlice<'a> {
         self.part_bytes
     }
 
-    /// Reads keys as a writeset of the first format carried them (count, then keys), checking every key, in place.
+    /// Reads keys as a writeset of the first format carried them (count, then keys),
+    /// checking every key, in place.
     pub fn decode(r: &mut Reader<'a>) -> Result<KeySlice<'a>, DecodeError> {
         let count = r.len(5)?;
         let mut walk = r.clone();
