@@ -7,10 +7,13 @@ For Lockstep (`lockstep cluster up --nodes 2 --arbitrator`: `lockstep arbitrator
 (`--provider /usr/lib/galera/libgalera_smm.so --arbitrator=/usr/bin/garbd`, Debian's
 galera-arbitrator-4), ROUNDS times each, both ways: node 2 is killed (SIGKILL) while a writer
 on node 1 inserts a row every 20 ms, then node 2 is restarted; then the same with node 1
-killed and the writer on node 2. Lockstep's node 1 leads the group (it bootstrapped), so the
-second case includes an election. Per case: the longest time between two commits, the
-statements that failed (and their errors), the time until the survivor reports
-wsrep_cluster_size 2, and whether it stayed Primary. Not a test: about a minute per case.
+killed and the writer on node 2. Lockstep's lead follows the writes, so in those two cases the
+dead node does not lead; a third case kills the node that leads (Lockstep's
+wsrep_group_leader; Galera has none: node 2) with a writer on the other node that starts at
+the kill, so the time includes an election. Per case: the longest time between two commits
+(from the kill in the third case), the statements that failed (and their errors), the time
+until the survivor reports wsrep_cluster_size 2, and whether it stayed Primary. Not a test:
+about a minute per case.
 """
 import os
 import subprocess
@@ -72,14 +75,18 @@ class Writer(threading.Thread):
             time.sleep(max(0.0, WRITE_EVERY_S - (time.monotonic() - started)))
 
 
-def one_case(work, name, dies, survives, first_id):
+def one_case(work, name, dies, survives, first_id, write_before=True):
     socket = f"{work}/node{survives}/mariadbd.sock"
     writer = Writer(socket, first_id)
-    writer.start()
-    time.sleep(2)
+    if write_before:
+        writer.start()
+        time.sleep(2)
     pid = int(open(f"{work}/node{dies}/mariadbd.pid").read())
     killed = time.monotonic()
     os.kill(pid, 9)
+    if not write_before:
+        writer.commits.append(killed)
+        writer.start()
     size2_at, primary_always = None, True
     while time.monotonic() < killed + WATCH_S:
         if status(socket, "wsrep_cluster_status") != "Primary":
@@ -94,7 +101,8 @@ def one_case(work, name, dies, survives, first_id):
     errors = {}
     for _, code in writer.failures:
         errors[code] = errors.get(code, 0) + 1
-    print(f"{name}: node{dies} killed, writer on node{survives}: longest gap between commits "
+    what = "killed" if write_before else "killed (it led), writer from the kill"
+    print(f"{name}: node{dies} {what}, writer on node{survives}: longest gap between commits "
           f"{max(gaps) if gaps else float('nan'):.2f} s; failed statements {len(writer.failures)} "
           f"{dict(sorted(errors.items()))}; size 2 after "
           f"{'never' if size2_at is None else f'{size2_at:.1f} s'}; Primary throughout: {primary_always}",
@@ -114,6 +122,9 @@ def run(name, provider_args, rounds):
         for _ in range(rounds):
             next_id = one_case(work, name, 2, 1, next_id)
             next_id = one_case(work, name, 1, 2, next_id)
+            leader = status(f"{work}/node1/mariadbd.sock", "wsrep_group_leader")
+            dies = 1 if leader == "node1" else 2
+            next_id = one_case(work, name, dies, 3 - dies, next_id, write_before=False)
     finally:
         subprocess.run([LOCKSTEP, "cluster", "down", "--dir", work], capture_output=True, timeout=300)
         subprocess.run(["rm", "-rf", work])

@@ -75,6 +75,10 @@ pub struct Member<S: LogStore> {
     leader_heard_ms: u64,
     leader_primary: bool,
     leader_since_ms: u64,
+    /// The last other member whose appends we took as its follower. Its silence we know
+    /// from its last message; any other member's only since we lead (a follower hears from
+    /// nobody but its leader).
+    followed: Option<MemberId>,
     /// Leader: the highest commit index broadcast to the followers.
     announced_commit: u64,
     /// The highest index `known_committed` found, taken after a flush wrote the log (the
@@ -284,6 +288,7 @@ impl<S: LogStore> Member<S> {
             leader_heard_ms: 0,
             leader_primary: false,
             leader_since_ms: now_ms,
+            followed: None,
             announced_commit: 0,
             known_commit: 0,
             applied: AppliedState::default(),
@@ -1353,6 +1358,7 @@ impl<S: LogStore> Member<S> {
         }
         if is_append && term == self.raft.term() {
             self.leader = Some(from);
+            self.followed = Some(from);
             self.leader_heard_ms = self.now_ms;
             self.leader_primary = leader_primary;
         }
@@ -2280,9 +2286,12 @@ impl<S: LogStore> Member<S> {
             .copied()
             .filter(|_| primary)
             .filter(|&v| v != self.info.id)
-            .filter(|v| {
-                let heard = self.last_heard_ms.get(v).copied().unwrap_or(0);
-                now > heard.max(self.leader_since_ms) + self.config.suspect_timeout_ms
+            .filter(|&v| {
+                let heard = self.last_heard_ms.get(&v).copied().unwrap_or(0);
+                // A leader that died is suspected from its last message, as every member
+                // that heard it suspects it, not from the election its silence caused.
+                let silent_since = if self.followed == Some(v) { heard } else { heard.max(self.leader_since_ms) };
+                now > silent_since + self.config.suspect_timeout_ms
             })
             .filter(|v| self.applied.directory.get(v).is_some_and(|e| e.wants_in))
             .collect();

@@ -98,6 +98,19 @@ fn a_cut_off_member_turns_non_primary_within_the_suspect_timeout_and_its_return_
 }
 
 #[test]
+fn a_crashed_leader_is_evicted_a_suspect_timeout_after_its_last_message_not_after_the_election() {
+    let mut sim = formed(3);
+    let leader = sim.status(id(1)).unwrap().leader.expect("a formed group has a leader");
+    sim.crash(leader, None);
+    // The election takes 1 to 2 s of it; Galera's members suspect the dead one after 5 s too.
+    sim.run_for(GroupConfig::new("sim").suspect_timeout_ms + 500).unwrap();
+    for n in (1..=3).filter(|&n| id(n) != leader) {
+        let s = sim.status(id(n)).unwrap();
+        assert!(s.primary && s.view.members.len() == 2, "{s:?}");
+    }
+}
+
+#[test]
 fn a_member_evicted_while_down_joins_again_by_itself_after_a_restart() {
     let mut sim = formed(3);
     sim.crash(id(3), None);
