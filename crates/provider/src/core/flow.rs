@@ -155,8 +155,8 @@ impl Ask {
 /// measurable time, whether the queue emptied or not (`steady_per_s`): what the member
 /// demonstrably got through. Saturated windows are few and unrepresentative on a member that
 /// keeps up (an applier waiting for a lock a local client holds, a starved CPU): on
-/// 2026-11-28 one such figure was a tenth of the member's throughput, and the room behind a
-/// big writeset measured from it was filled in a second.
+/// 2026-11-28 one such figure was about 150 a second on a member that committed 1 850, and
+/// the room behind a big writeset measured from it (778 events) stopped the origin for 10 s.
 #[derive(Debug, Default)]
 struct ApplyRate {
     /// Writesets applied since the connection began.
