@@ -44,6 +44,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 /// Between attempts to reach a seed address that does not answer yet.
 const DISCOVER_PAUSE: Duration = Duration::from_millis(500);
+/// A connection unused this long is checked for the peer's close before the next write
+/// (`Connection::closed_by_peer`). A leader's connections carry a heartbeat every tick and
+/// never wait this long; a follower's to another follower always does.
+const IDLE_CHECK: Duration = Duration::from_millis(200);
 
 type Deliver = Arc<dyn Fn(Message) + Send + Sync>;
 
@@ -85,7 +89,42 @@ struct Outbound {
     /// Wakes the writer thread.
     wake: Condvar,
     /// `None` until the writer thread connects, and again after a failure.
-    connection: Mutex<Option<BufWriter<Stream>>>,
+    connection: Mutex<Option<Connection>>,
+}
+
+/// Our end of a connection to a peer. It carries our messages only, so a peer whose process
+/// ended shows it only to a write, and the first write after its close still succeeds: that
+/// message goes nowhere (a follower's vote for the next leader, and an election round with
+/// it; docs/design/group-dead-connection.md).
+struct Connection {
+    stream: BufWriter<Stream>,
+    written_at: Instant,
+}
+
+impl Connection {
+    fn new(stream: BufWriter<Stream>) -> Self {
+        Self { stream, written_at: Instant::now() }
+    }
+
+    /// Whether the peer closed its end while we had nothing to write. Only a connection
+    /// unused for `IDLE_CHECK` is looked at: one in use fails at its next write or two, and
+    /// Raft resends what those carried.
+    fn closed_by_peer(&self) -> bool {
+        if self.written_at.elapsed() < IDLE_CHECK {
+            return false;
+        }
+        let tcp = self.stream.get_ref().tcp();
+        if tcp.set_nonblocking(true).is_err() {
+            return true;
+        }
+        // Nothing but the peer's close arrives on it (TLS housekeeping came with the hello):
+        // end of stream or an error is a closed peer, nothing to read an open one.
+        let closed = match tcp.peek(&mut [0u8; 1]) {
+            Ok(n) => n == 0,
+            Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+        };
+        closed || tcp.set_nonblocking(false).is_err()
+    }
 }
 
 #[derive(Default)]
@@ -107,6 +146,21 @@ impl Outbound {
         self.wake.notify_one();
     }
 
+    /// The connection, unless there is none or the peer closed it (then dropped, so the
+    /// writer thread dials again).
+    fn usable<'a>(
+        &self,
+        connection: &'a mut Option<Connection>,
+        to: MemberId,
+        shared: &Shared,
+    ) -> Option<&'a mut Connection> {
+        if connection.as_ref().is_some_and(Connection::closed_by_peer) {
+            log::info!("{}: {to} closed our connection to it; dialing again", shared.hello.member);
+            *connection = None;
+        }
+        connection.as_mut()
+    }
+
     /// A message taken but not written goes back, first in line.
     fn put_back(&self, message: Message) {
         let mut queue = self.queue();
@@ -125,7 +179,9 @@ impl Outbound {
     /// Writes what is queued while the messages are small and the socket takes them
     /// without waiting more than `WRITE_WAIT`. Returns whether anything is left for the writer
     /// thread; an error means the connection is lost.
-    fn write_small(&self, stream: &mut BufWriter<Stream>, shared: &Shared) -> io::Result<bool> {
+    fn write_small(&self, connection: &mut Connection, shared: &Shared) -> io::Result<bool> {
+        connection.written_at = Instant::now();
+        let stream = &mut connection.stream;
         while let Some(message) = self.pop_if(|m| m.payload_bytes() <= DIRECT_PAYLOAD_BYTES) {
             let record = encode(&message, shared.compress);
             // Too big to go through the buffer whole: the writer thread takes it.
@@ -298,16 +354,19 @@ impl Transport {
     pub fn write_queued(&self, to: MemberId) {
         let Some(outbound) = self.writers.lock().expect("not poisoned").get(&to).cloned() else { return };
         let left = match outbound.connection.try_lock() {
-            Ok(mut connection) => match connection.as_mut().map(|stream| outbound.write_small(stream, &self.shared)) {
-                Some(Ok(left)) => left,
-                Some(Err(e)) => {
-                    log::info!("{} lost connection to {to}: {e}", self.shared.hello.member);
-                    *connection = None;
-                    true
+            Ok(mut connection) => {
+                match outbound.usable(&mut connection, to, &self.shared).map(|c| outbound.write_small(c, &self.shared))
+                {
+                    Some(Ok(left)) => left,
+                    Some(Err(e)) => {
+                        log::info!("{} lost connection to {to}: {e}", self.shared.hello.member);
+                        *connection = None;
+                        true
+                    }
+                    // Not connected yet: the writer thread connects.
+                    None => true,
                 }
-                // Not connected yet: the writer thread connects.
-                None => true,
-            },
+            }
             // The writer thread is at it; it looks at the queue again before it waits.
             Err(_) => true,
         };
@@ -537,9 +596,9 @@ fn write_loop(to: MemberId, outbound: &Outbound, shared: &Shared) {
             return;
         }
         let mut connection = outbound.connection.lock().unwrap_or_else(PoisonError::into_inner);
-        if connection.is_none() {
+        if outbound.usable(&mut connection, to, shared).is_none() {
             match connect(to, shared) {
-                Ok(c) => *connection = Some(c),
+                Ok(c) => *connection = Some(Connection::new(c)),
                 Err(e) => {
                     // Peers come and go with membership: the view change is what matters.
                     if !outage_logged {
@@ -555,7 +614,8 @@ fn write_loop(to: MemberId, outbound: &Outbound, shared: &Shared) {
             }
             outage_logged = false;
         }
-        let stream = connection.as_mut().expect("connected above");
+        let Connection { stream, written_at } = connection.as_mut().expect("connected above");
+        *written_at = Instant::now();
         let mut result = Ok(());
         while let (Ok(()), Some(message)) = (&result, outbound.pop_if(|_| true)) {
             result = write_waiting(stream, &encode(&message, shared.compress), outbound);

@@ -312,3 +312,65 @@ fn an_isolated_member_neither_sends_nor_receives_until_isolation_ends() {
     b.send(MemberId(1), message(2));
     assert_eq!(a_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(2));
 }
+
+/// Plays a peer on `listener`: accepts one connection within 5 s and answers its hello.
+fn accept_as(listener: &std::net::TcpListener, id: u64) -> Option<Stream> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    listener.set_nonblocking(true).unwrap();
+    let tcp = loop {
+        match listener.accept() {
+            Ok((tcp, _)) => break tcp,
+            Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+            Err(_) => return None,
+        }
+    };
+    tcp.set_nonblocking(false).unwrap();
+    let mut stream = Stream::Plain(tcp);
+    let ours = Hello { protocol: PROTOCOL_VERSION, cluster_name: "c".into(), member: MemberId(id) };
+    read_hello(&mut stream, &ours, deadline).unwrap();
+    stream.write_all(&ours.encode()).unwrap();
+    Some(stream)
+}
+
+fn read_message(stream: &mut Stream) -> Message {
+    let (_, body) = crate::transport::read_record(stream, 1 << 20).unwrap();
+    Message::decode(&body).unwrap()
+}
+
+#[test]
+fn a_message_after_a_pause_reaches_a_peer_that_restarted_meanwhile() {
+    let (a, _) = listening(1, "c");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    a.set_address(MemberId(2), &listener.local_addr().unwrap().to_string());
+    a.send(MemberId(2), message(1));
+    let mut first = accept_as(&listener, 2).expect("a dials");
+    assert_eq!(read_message(&mut first), message(1));
+    // The peer's process ends (its socket closes) and a new one listens on its port.
+    drop(first);
+    thread::sleep(IDLE_CHECK * 2);
+    a.send(MemberId(2), message(1));
+    // Written to the closed connection it would be lost, and nothing dials again until a
+    // later message fails.
+    let mut second = accept_as(&listener, 2).expect("a dials the restarted peer");
+    assert_eq!(read_message(&mut second), message(1));
+}
+
+#[test]
+fn an_idle_tls_connection_to_a_live_peer_is_kept() {
+    let (a, _) = listening_tls(1, "a-node1", "a");
+    let (b, b_rx) = listening_tls(2, "a-node2", "a");
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    let our_port = || {
+        let outbound = a.writers.lock().unwrap()[&MemberId(2)].clone();
+        let connection = outbound.connection.lock().unwrap();
+        connection.as_ref().map(|c| c.stream.get_ref().tcp().local_addr().unwrap().port())
+    };
+    a.send(MemberId(2), message(1));
+    assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
+    let before = our_port().expect("connected");
+    // Whatever TLS sent after the handshake is not taken for the peer's close.
+    thread::sleep(IDLE_CHECK * 2);
+    a.send(MemberId(2), message(1));
+    assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
+    assert_eq!(our_port(), Some(before));
+}
