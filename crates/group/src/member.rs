@@ -17,7 +17,9 @@ use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqn
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 
+mod cache_read;
 mod handover;
+pub use cache_read::CacheRead;
 use handover::{Handover, WriteTally};
 
 /// The slowest transfer rate to a working peer the leader allows a message that takes
@@ -25,6 +27,12 @@ use handover::{Handover, WriteTally};
 /// the message lost and sends it again: 1.6 s for a 16 MiB entry. Without it, a big entry
 /// still on its way would be queued again and again behind itself.
 const TRANSFER_BYTES_PER_MS: u64 = 10 << 10;
+/// What the leader sends one follower of its log in one round at most (and at least one
+/// entry). Raft sends a follower everything after what it holds: gigabytes to one that was
+/// away, read from the cache under the member's lock (seconds without a heartbeat: the
+/// leader was voted out) and, past 64 MiB, dropped by the peer's outbound queue anyway. The
+/// follower's reply to this slice asks for the next.
+const APPEND_BYTES_PER_ROUND: usize = 32 << 20;
 /// A relay not heard from for this many heartbeats is passed over for the next member of its
 /// segment (its lost messages are sent again, as Raft resends).
 const RELAY_SILENT_HEARTBEATS: u64 = 3;
@@ -87,6 +95,9 @@ pub struct Member<S: LogStore> {
     applied: AppliedState,
     /// Applied states to purge the cache back to, oldest first.
     checkpoints: VecDeque<AppliedState>,
+    /// Open cache reads (`open_cache_read`) -> the first index each still needs.
+    cache_reads: BTreeMap<u64, u64>,
+    next_cache_read: u64,
     checkpoint_bytes: u64,
     /// Deliveries with the index of the entry that made them.
     recv_queue: VecDeque<(u64, Delivered)>,
@@ -293,6 +304,8 @@ impl<S: LogStore> Member<S> {
             known_commit: 0,
             applied: AppliedState::default(),
             checkpoints: VecDeque::new(),
+            cache_reads: BTreeMap::new(),
+            next_cache_read: 1,
             checkpoint_bytes: 0,
             recv_queue: VecDeque::new(),
             resume_after,
@@ -430,57 +443,6 @@ impl<S: LogStore> Member<S> {
 
     pub fn resume_senders(&mut self) {
         self.paused = false;
-    }
-
-    /// Writesets and views with seqnos in `from..=to` still held by the cache (serving a
-    /// catching-up member, Galera's IST donor side), replayed from the purge boundary so
-    /// seqnos and bytes are those delivered; messages are not state and are left out.
-    /// `Err(oldest)` if `from` was purged.
-    pub fn cached_range(&self, from: Seqno, to: Seqno) -> Result<Vec<Delivered>, Seqno> {
-        let mut state = self.store.boundary().clone();
-        if from <= state.seqno {
-            return Err(state.seqno + 1);
-        }
-        let mut out = Vec::new();
-        let mut assembly = Assembly::default();
-        for index in state.position.index + 1..=self.applied.position.index {
-            let Some(entry) = self.store.entry(index) else { break };
-            let numbered = state.seqno;
-            let delivered = match state.apply(&entry) {
-                Applied::Delivered(d) => Some(d),
-                Applied::Part { part, accepted } => {
-                    if accepted {
-                        assembly.add(part.origin, part.upload, part.part == 0, part.data);
-                    }
-                    None
-                }
-                Applied::Assembled { mut delivered, bytes } => {
-                    let DeliveredKind::Writeset { origin, request } = delivered.kind else { unreachable!() };
-                    let tail = std::mem::take(&mut delivered.bytes);
-                    // Not held whole (a failed cache read): the caller falls back to a transfer.
-                    delivered.bytes = assembly.finish(origin, request, bytes, tail).ok_or(state.seqno)?;
-                    Some(delivered)
-                }
-                Applied::Refused { .. } | Applied::Nothing => None,
-            };
-            assembly.retain(&state.uploads);
-            if delivered.is_none() && state.seqno > numbered && state.seqno >= from {
-                // Seqnos up to the genesis' base were never ordered by this cluster.
-                return Err(state.seqno + 1);
-            }
-            if let Some(d) = delivered {
-                if matches!(d.kind, DeliveredKind::Message { .. }) {
-                    continue;
-                }
-                if d.seqno > to {
-                    break;
-                }
-                if d.seqno >= from {
-                    out.push(d);
-                }
-            }
-        }
-        Ok(out)
     }
 
     /// Earliest time at which `tick` has work to do.
@@ -1714,7 +1676,8 @@ impl<S: LogStore> Member<S> {
             }
         }
         // Cut into messages of at most `batch_limit` payload bytes, a big entry alone, all sent
-        // now: Raft counts every entry of its message as in flight.
+        // now: Raft counts every entry of its message as in flight. Past
+        // `APPEND_BYTES_PER_ROUND` the rest waits for the follower's reply.
         let entries = message.entries();
         let mut end = entries.len();
         let mut cuts: Vec<(usize, Vec<Vec<u8>>)> = vec![(0, Vec::new())];
@@ -1728,6 +1691,10 @@ impl<S: LogStore> Member<S> {
                 end = count;
                 break;
             };
+            if total > 0 && total + data.len() > APPEND_BYTES_PER_ROUND {
+                end = count;
+                break;
+            }
             if bytes > 0 && bytes + data.len() > self.config.batch_limit() {
                 cuts.push((count, Vec::new()));
                 bytes = 0;
@@ -2037,9 +2004,10 @@ impl<S: LogStore> Member<S> {
             }
             let needed_by_follower = boundary.position.index > lagging_follower_holds
                 && self.store.retained_bytes() <= LAGGING_FOLLOWER_SLACK * self.config.gcache_bytes;
-            if boundary.position.index > self.handed_over() || needed_by_follower {
-                // The application has not taken these yet (a crash now would need them), or
-                // a follower has not received them.
+            let needed_by_reader = boundary.position.index >= self.cache_read_holds();
+            if boundary.position.index > self.handed_over() || needed_by_follower || needed_by_reader {
+                // The application has not taken these yet (a crash now would need them), a
+                // follower has not received them, or a donor has not sent them yet.
                 self.checkpoints.push_front(boundary);
                 break;
             }
@@ -2530,6 +2498,41 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_read_goes_in_batches_and_the_cache_keeps_what_it_has_not_read() {
+        let genesis = Genesis { history: [9; 16], base_seqno: 100, group: 1 };
+        let mut config = GroupConfig::new("t");
+        config.gcache_bytes = 64 << 10;
+        let mut m = Member::bootstrap(info(1), config, MemoryStore::new(), genesis, 0);
+        run(&mut m, 0, 100);
+        let mut now = 100;
+        let mut write = |m: &mut Member<MemoryStore>, count: usize| {
+            for _ in 0..count {
+                m.submit(vec![7; 4 << 10]).unwrap();
+                run(m, now, now + 20);
+                now += 20;
+            }
+        };
+        write(&mut m, 100);
+        // 400 KiB written, the cache holds about 64 KiB of it.
+        let oldest = m.cached_range(1, u64::MAX).unwrap_err();
+        let last = m.status().last_seqno;
+        assert!(last - oldest < 40, "{oldest}..={last}");
+        let mut read = m.open_cache_read(oldest, last).unwrap();
+        let first = m.read_cache(&mut read, 10 << 10).unwrap();
+        assert_eq!(first.iter().map(|d| d.seqno).collect::<Vec<_>>(), [oldest, oldest + 1, oldest + 2]);
+        // Writes go on: the cache keeps what the reader has not read yet.
+        write(&mut m, 100);
+        let mut seqnos: Vec<Seqno> = first.iter().map(|d| d.seqno).collect();
+        while !read.done {
+            seqnos.extend(m.read_cache(&mut read, 10 << 10).unwrap().iter().map(|d| d.seqno));
+        }
+        assert_eq!(seqnos, (oldest..=last).collect::<Vec<_>>());
+        m.close_cache_read(read.id());
+        write(&mut m, 20);
+        assert!(m.cached_range(1, u64::MAX).unwrap_err() > last, "purged once the reader is closed");
+    }
+
+    #[test]
     fn only_members_have_writesets_ordered_and_nobody_speaks_raft_for_another() {
         let (mut leader, mut follower, mut now) = two_members();
         let envelope = |body: Body| Message {
@@ -2678,6 +2681,26 @@ mod tests {
             }
         }
         (crossed, gaps)
+    }
+
+    #[test]
+    fn a_follower_far_behind_is_sent_the_log_a_bounded_slice_per_round() {
+        // Member 3 alone in segment 1: what crosses into it is what the leader sends it.
+        let (mut members, mut now) = group(&[0, 0, 1]);
+        for i in 0..96u8 {
+            members[0].submit(vec![i; 512 << 10]).unwrap();
+            exchange(&mut members, now, Some(MemberId(3)));
+            now += 10;
+        }
+        let last = members[0].status().last_seqno;
+        let (mut most, mut steps) = (0, 0);
+        while members[2].status().last_seqno < last {
+            most = most.max(exchange(&mut members, now, None).0);
+            now += 10;
+            steps += 1;
+            assert!(steps < 1_000, "member 3 at {} of {last}", members[2].status().last_seqno);
+        }
+        assert!(most > 16 << 20 && most <= APPEND_BYTES_PER_ROUND, "{most} bytes in one round");
     }
 
     /// mtr galera ev51914 and MW-329F, once each in the whole galera list: a causal read on a

@@ -13,7 +13,7 @@
 
 use crate::cache::{FileStore, LogStore};
 use crate::config::GroupConfig;
-use crate::member::{Member, Status};
+use crate::member::{CacheRead, Member, Status};
 use crate::message::{Body, Message};
 use crate::transport::{Tls, TlsError, Transport};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError};
@@ -44,6 +44,9 @@ const PERIODIC_MS: u64 = 10;
 const AWAY_BYTES: usize = 4 << 20;
 /// The ticker's sleep while the sink is away, to take it back soon after it returns.
 const TICK_AWAY: Duration = Duration::from_millis(5);
+/// What a cache reader reads per hold of the member's lock: a few milliseconds of disk and
+/// decoding, so heartbeats and replies go on while a donor reads gigabytes.
+const CACHE_READ_BATCH_BYTES: usize = 4 << 20;
 
 /// How to start a node.
 #[derive(Debug, Clone)]
@@ -167,7 +170,10 @@ enum Event {
     #[cfg(test)]
     Panic,
     Leave,
-    ReadCache(Seqno, Seqno, Sender<Result<Vec<Delivered>, Seqno>>),
+    OpenCacheRead(Seqno, Seqno, Sender<Result<CacheRead, Seqno>>),
+    /// The next batch of an open cache read, which travels with it and comes back.
+    ReadCache(Box<CacheRead>, Sender<CacheBatch>),
+    CloseCacheRead(u64),
     Pause,
     Resume,
     /// `pc.bootstrap=1`.
@@ -300,7 +306,7 @@ fn refuse(batch: Vec<Event>) {
             Event::Submit(_, Reply::Channel(reply)) | Event::SendMessage(_, Reply::Channel(reply)) => {
                 drop(reply.send(Err(SubmitError::Failed)))
             }
-            Event::ReadCache(from, _, reply) => drop(reply.send(Err(from))),
+            Event::OpenCacheRead(from, _, reply) => drop(reply.send(Err(from))),
             _ => {}
         }
     }
@@ -524,12 +530,16 @@ impl GroupNode {
         self.shared.lock().expect("not poisoned").queue_lengths.clone()
     }
 
-    /// Writesets and views with seqnos in `from..=to` from this member's cache;
-    /// `Err(oldest retained seqno)` if `from` was purged (a state transfer is needed).
-    pub fn cached_range(&self, from: Seqno, to: Seqno) -> Result<Vec<Delivered>, Seqno> {
+    /// Writesets and views with seqnos in `from..=to` from this member's cache, read a batch
+    /// at a time as the reader is iterated; `Err(oldest retained seqno)` if `from` was purged
+    /// (a state transfer is needed). The cache keeps what the reader has not read until it is
+    /// dropped.
+    pub fn read_cache(&self, from: Seqno, to: Seqno) -> Result<CacheReader, Seqno> {
         let (tx, rx) = mpsc::channel();
-        self.input(Event::ReadCache(from, to, tx));
-        rx.recv().unwrap_or(Err(from))
+        self.input(Event::OpenCacheRead(from, to, tx));
+        let read = rx.recv().unwrap_or(Err(from))?;
+        let last = from.saturating_sub(1);
+        Ok(CacheReader { engine: self.engine.clone(), read: Some(Box::new(read)), batch: VecDeque::new(), last })
     }
 
     pub fn pause_senders(&self) {
@@ -621,6 +631,59 @@ impl Drop for GroupNode {
 }
 
 /// Where the member's cache lives, to start over with an empty one.
+/// An open cache read back from the member with its next batch.
+type CacheBatch = (Box<CacheRead>, Result<Vec<Delivered>, Seqno>);
+
+/// A donor's read of the cache (`GroupNode::read_cache`): yields writesets and views in
+/// seqno order, fetching a batch at a time; `Err(seqno)` ends it when the cache no longer
+/// holds what follows `seqno`, or the node stopped after it.
+pub struct CacheReader {
+    engine: Arc<Engine>,
+    /// `None` once done, or after an error.
+    read: Option<Box<CacheRead>>,
+    batch: VecDeque<Delivered>,
+    /// The seqno yielded last.
+    last: Seqno,
+}
+
+impl Iterator for CacheReader {
+    type Item = Result<Delivered, Seqno>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.batch.is_empty() {
+            let read = self.read.take()?;
+            let (id, (tx, rx)) = (read.id(), mpsc::channel());
+            if read.done {
+                self.engine.input(Event::CloseCacheRead(id));
+                return None;
+            }
+            self.engine.input(Event::ReadCache(read, tx));
+            let Ok((read, batch)) = rx.recv() else {
+                return Some(Err(self.last));
+            };
+            match batch {
+                Ok(batch) => self.batch.extend(batch),
+                Err(seqno) => {
+                    self.engine.input(Event::CloseCacheRead(id));
+                    return Some(Err(seqno));
+                }
+            }
+            self.read = Some(read);
+        }
+        let delivered = self.batch.pop_front()?;
+        self.last = delivered.seqno;
+        Some(Ok(delivered))
+    }
+}
+
+impl Drop for CacheReader {
+    fn drop(&mut self) {
+        if let Some(read) = &self.read {
+            self.engine.input(Event::CloseCacheRead(read.id()));
+        }
+    }
+}
+
 struct CacheSettings {
     dir: std::path::PathBuf,
     fsync: bool,
@@ -765,9 +828,14 @@ impl Driver {
                 self.await_reply(request, reply);
             }
             Event::Leave => self.member.leave(),
-            Event::ReadCache(from, to, reply) => {
-                let _ = reply.send(self.member.cached_range(from, to));
+            Event::OpenCacheRead(from, to, reply) => {
+                let _ = reply.send(self.member.open_cache_read(from, to));
             }
+            Event::ReadCache(mut read, reply) => {
+                let batch = self.member.read_cache(&mut read, CACHE_READ_BATCH_BYTES);
+                let _ = reply.send((read, batch));
+            }
+            Event::CloseCacheRead(id) => self.member.close_cache_read(id),
             Event::Pause => self.member.pause_senders(),
             Event::Resume => self.member.resume_senders(),
             Event::BootstrapPrimary => self.member.bootstrap_primary(),

@@ -199,11 +199,12 @@ fn decode_part(body: &[u8], optimistic_pa: bool) -> Result<Option<Part>, DecodeE
 
 /// Donor side: sends the header, the items and the preload to `address`, over TLS with the
 /// node's contexts when it has them (the joiner must then have certificates of the same CA).
+/// The items are taken as they are written; an error among them ends the stream unfinished.
 pub fn send_with_tls(
     tls: Option<&Tls>,
     address: &str,
     header: &Header,
-    items: impl IntoIterator<Item = Item>,
+    items: impl IntoIterator<Item = Result<Item, String>>,
     preload: &Preload,
 ) -> io::Result<usize> {
     let target = address
@@ -240,6 +241,8 @@ pub fn send_with_tls(
     let mut out = BufWriter::new(stream);
     let mut sent = 0;
     for item in items {
+        // Ends the stream without its end: the joiner takes none of it.
+        let item = item.map_err(io::Error::other)?;
         write_frame(&mut out, &item.encode())?;
         sent += 1;
     }
@@ -375,7 +378,9 @@ pub(crate) mod tests {
     }
 
     fn spawn_donor(tls: Option<Arc<Tls>>, address: String) -> std::thread::JoinHandle<io::Result<usize>> {
-        std::thread::spawn(move || send_with_tls(tls.as_deref(), &address, &HEADER, items(), &preload()))
+        std::thread::spawn(move || {
+            send_with_tls(tls.as_deref(), &address, &HEADER, items().into_iter().map(Ok), &preload())
+        })
     }
 
     fn soon() -> Instant {
@@ -444,6 +449,19 @@ pub(crate) mod tests {
         let mut incoming = receiver.accept(soon(), || true).unwrap().expect("the good donor");
         assert_eq!(receive(&mut incoming).unwrap().0, items());
         assert_eq!(good.join().unwrap().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_donor_whose_cache_fails_mid_way_ends_the_stream_as_an_error_not_a_short_gap() {
+        let receiver = Receiver::bind_with_tls("127.0.0.1:0", None).unwrap();
+        let address = receiver.local_addr().unwrap().to_string();
+        let donor = std::thread::spawn(move || {
+            let events = [Ok(items()[0].clone()), Err("the cache no longer holds seqno 12".to_string())];
+            send_with_tls(None, &address, &HEADER, events, &preload())
+        });
+        let mut incoming = receiver.accept(soon(), || true).unwrap().expect("a donor");
+        assert!(receive(&mut incoming).is_err());
+        assert!(donor.join().unwrap().unwrap_err().to_string().contains("seqno 12"));
     }
 
     #[test]

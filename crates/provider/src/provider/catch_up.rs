@@ -149,24 +149,33 @@ impl Provider {
     pub(super) fn send_transfer(&self, generation: u64, d: &Donation) -> bool {
         let group = self.lock_core().group();
         let tls = self.node_of(generation).and_then(|link| link.node.tls().cloned());
-        let gap = match (&d.failed, self.node_of(generation)) {
+        // Read from the cache a batch at a time while the stream goes out, so a gap of
+        // gigabytes holds neither the group nor the memory (docs/design/group-cache-read-in-batches.md).
+        let gap = match (d.failed.clone(), self.node_of(generation)) {
             (Some(failed), Some(link)) => {
-                link.node.cached_range((d.position.seqno + 1) as u64, d.after as u64).ok().map(|range| {
-                    range
-                        .into_iter()
-                        .filter_map(|delivered| {
-                            let seqno = delivered.seqno as Seqno;
-                            match delivered.kind {
-                                lockstep_group::DeliveredKind::Writeset { .. } => Some(Item::Writeset {
-                                    seqno,
-                                    bytes: delivered.bytes,
-                                    failed: failed.contains(&seqno),
-                                }),
-                                lockstep_group::DeliveredKind::View(_) => Some(Item::Skipped { seqno }),
-                                _ => None,
-                            }
-                        })
-                        .collect::<Vec<_>>()
+                link.node.read_cache((d.position.seqno + 1) as u64, d.after as u64).ok().and_then(|mut reader| {
+                    // What the cache cannot serve shows at its start (purged, or never ordered
+                    // by this cluster): then the data goes by snapshot.
+                    let first = match reader.next() {
+                        Some(Err(_)) => return None,
+                        first => first,
+                    };
+                    let events = first.into_iter().chain(reader).filter_map(move |read| {
+                        let Ok(delivered) = read else {
+                            return Some(Err(format!("the cache no longer holds seqno {}", read.err()? + 1)));
+                        };
+                        let seqno = delivered.seqno as Seqno;
+                        match delivered.kind {
+                            lockstep_group::DeliveredKind::Writeset { .. } => Some(Ok(Item::Writeset {
+                                seqno,
+                                bytes: delivered.bytes,
+                                failed: failed.contains(&seqno),
+                            })),
+                            lockstep_group::DeliveredKind::View(_) => Some(Ok(Item::Skipped { seqno })),
+                            _ => None,
+                        }
+                    });
+                    Some(events)
                 })
             }
             _ => None,
@@ -190,7 +199,7 @@ impl Provider {
                 None => format!("certification state at seqno {}", header.at),
             };
             let sent = std::panic::catch_unwind(|| {
-                ist::send_with_tls(tls.as_deref(), &address, &header, gap.unwrap_or_default(), &preload)
+                ist::send_with_tls(tls.as_deref(), &address, &header, gap.into_iter().flatten(), &preload)
             });
             match sent {
                 Ok(Ok(count)) => log::info!("state transfer stream to {address} sent: {what} ({count} events)"),
