@@ -630,7 +630,6 @@ impl Drop for GroupNode {
     }
 }
 
-/// Where the member's cache lives, to start over with an empty one.
 /// An open cache read back from the member with its next batch.
 type CacheBatch = (Box<CacheRead>, Result<Vec<Delivered>, Seqno>);
 
@@ -684,6 +683,7 @@ impl Drop for CacheReader {
     }
 }
 
+/// Where the member's cache lives, to start over with an empty one.
 struct CacheSettings {
     dir: std::path::PathBuf,
     fsync: bool,

@@ -47,8 +47,9 @@ impl<S: LogStore> Member<S> {
 
     /// The next writesets and views of `read`, entries of about `max_bytes` at most (at least
     /// one, however big). Messages are not state and are left out. `Err(seqno)`: the cache no
-    /// longer holds what follows `seqno` (a forced primary component purged it), or it was
-    /// never ordered by this cluster.
+    /// longer holds what follows `seqno` (a forced primary component, or the leader's snapshot
+    /// after this member fell behind its log, purged it), or it was never ordered by this
+    /// cluster.
     pub fn read_cache(&mut self, read: &mut CacheRead, max_bytes: usize) -> Result<Vec<Delivered>, Seqno> {
         let batch = self.read_batch(read, max_bytes);
         self.cache_reads.insert(read.id, read.state.position.index + 1);
