@@ -27,11 +27,11 @@ use handover::{Handover, WriteTally};
 /// the message lost and sends it again: 1.6 s for a 16 MiB entry. Without it, a big entry
 /// still on its way would be queued again and again behind itself.
 const TRANSFER_BYTES_PER_MS: u64 = 10 << 10;
-/// What the leader sends one follower of its log in one round at most (and at least one
+/// What the leader has of its log on the way to one follower at most (and at least one
 /// entry). Raft sends a follower everything after what it holds: gigabytes to one that was
 /// away, read from the cache under the member's lock (seconds without a heartbeat: the
 /// leader was voted out) and, past 64 MiB, dropped by the peer's outbound queue anyway. The
-/// follower's reply to this slice asks for the next.
+/// next slice goes once the follower holds the last one (`Sent::slice_end`).
 const APPEND_BYTES_PER_ROUND: usize = 32 << 20;
 /// A relay not heard from for this many heartbeats is passed over for the next member of its
 /// segment (its lost messages are sent again, as Raft resends).
@@ -1660,6 +1660,10 @@ impl<S: LogStore> Member<S> {
     fn send_raft(&mut self, to: MemberId, mut message: RaftMessage) {
         let term = self.raft.term();
         let commit = message.commit_index().unwrap_or(0);
+        if self.slice_on_its_way(to, term) && !message.entries().is_empty() {
+            // Every reply to a piece of the slice asks for what follows it: one slice at a time.
+            return;
+        }
         if let (Some(sent), Some((first, _))) = (self.sent_upto.get(&to), message.entries().first()) {
             // In flight recently: skip it; after a pause, assume loss and send again.
             let until_ms = sent.big.map_or(sent.at_ms, |(_, until_ms)| until_ms.max(sent.at_ms));
@@ -1681,7 +1685,7 @@ impl<S: LogStore> Member<S> {
         let entries = message.entries();
         let mut end = entries.len();
         let mut cuts: Vec<(usize, Vec<Vec<u8>>)> = vec![(0, Vec::new())];
-        let (mut bytes, mut total) = (0usize, 0usize);
+        let (mut bytes, mut total, mut sliced) = (0usize, 0usize, false);
         for (count, (position, kind)) in entries.iter().enumerate() {
             if *kind != EntryKind::Command {
                 continue;
@@ -1693,6 +1697,7 @@ impl<S: LogStore> Member<S> {
             };
             if total > 0 && total + data.len() > APPEND_BYTES_PER_ROUND {
                 end = count;
+                sliced = true;
                 break;
             }
             if bytes > 0 && bytes + data.len() > self.config.batch_limit() {
@@ -1723,6 +1728,7 @@ impl<S: LogStore> Member<S> {
             sent.at_ms = self.now_ms;
             sent.big = big;
             sent.relayed = false;
+            sent.slice_end = sliced.then_some(upto);
         }
         sent.commit = commit;
         let is_call = message.is_append_call();
@@ -1743,6 +1749,23 @@ impl<S: LogStore> Member<S> {
             };
             self.send(to, Body::Raft { message: piece, payloads, call });
         }
+    }
+
+    /// Whether a slice of the log cut at `APPEND_BYTES_PER_ROUND` is still on its way to `to`:
+    /// it does not hold the slice's end yet, and the slice is not taken for lost (as any
+    /// message in flight, after the time it needs and two heartbeats).
+    fn slice_on_its_way(&mut self, to: MemberId, term: u64) -> bool {
+        let held = self.raft.follower_match_index(to).unwrap_or(0);
+        let heartbeat_ms = self.config.heartbeat_interval_ms;
+        let now_ms = self.now_ms;
+        let Some(sent) = self.sent_upto.get_mut(&to) else { return false };
+        let Some(end) = sent.slice_end else { return false };
+        let until_ms = sent.big.map_or(sent.at_ms, |(_, until_ms)| until_ms.max(sent.at_ms));
+        if held >= end || sent.term != term || now_ms >= until_ms + 2 * heartbeat_ms {
+            sent.slice_end = None;
+            return false;
+        }
+        true
     }
 
     /// Members of two bootstraps of one cluster never mix (docs/design/group-bootstrap-id.md):
@@ -2310,6 +2333,8 @@ struct Sent {
     /// The last entries went to it through a relay of its segment: they arrive a hop later
     /// than the direct messages sent after them.
     relayed: bool,
+    /// The last index of a slice cut at `APPEND_BYTES_PER_ROUND` and not yet held by the peer.
+    slice_end: Option<u64>,
 }
 
 enum Change {
@@ -2701,6 +2726,43 @@ mod tests {
             assert!(steps < 1_000, "member 3 at {} of {last}", members[2].status().last_seqno);
         }
         assert!(most > 16 << 20 && most <= APPEND_BYTES_PER_ROUND, "{most} bytes in one round");
+    }
+
+    #[test]
+    fn a_follower_far_behind_over_a_slow_link_has_one_slice_on_its_way_at_a_time() {
+        let (mut members, mut now) = group(&[0, 0, 0]);
+        for i in 0..96u8 {
+            members[0].submit(vec![i; 512 << 10]).unwrap();
+            exchange(&mut members, now, Some(MemberId(3)));
+            now += 10;
+        }
+        let last = members[0].status().last_seqno;
+        // Member 3 takes one message a step, and answers each piece of a slice.
+        let mut to_3: VecDeque<Message> = VecDeque::new();
+        let (mut most, mut steps) = (0, 0);
+        while members[2].status().last_seqno < last {
+            let mut wire = Vec::new();
+            for m in members.iter_mut() {
+                m.tick(now);
+                m.flush();
+                while m.pop_delivered().is_some() {}
+                wire.extend(m.take_outbox());
+            }
+            for (to, message) in wire {
+                match to {
+                    MemberId(3) => to_3.push_back(message),
+                    _ => members[to.0 as usize - 1].receive(message),
+                }
+            }
+            most = most.max(to_3.iter().map(Message::payload_bytes).sum::<usize>());
+            if let Some(message) = to_3.pop_front() {
+                members[2].receive(message);
+            }
+            now += 10;
+            steps += 1;
+            assert!(steps < 10_000, "member 3 at {} of {last}", members[2].status().last_seqno);
+        }
+        assert!(most <= APPEND_BYTES_PER_ROUND, "{most} bytes on their way to member 3");
     }
 
     /// mtr galera ev51914 and MW-329F, once each in the whole galera list: a causal read on a

@@ -63,7 +63,9 @@ impl<S: LogStore> Member<S> {
         while !read.done && bytes < max_bytes {
             let index = state.position.index + 1;
             if index > self.applied.position.index {
-                // Asked beyond what this member applied: a caller's mistake, nothing to wait for.
+                // All this member holds (a range may end past it: `cached_range` in the
+                // simulators). A donor's range ends at most here; a stream that comes out short
+                // (its state went back under it) is refused by its joiner.
                 read.done = true;
                 break;
             }
@@ -84,7 +86,7 @@ impl<S: LogStore> Member<S> {
                     let DeliveredKind::Writeset { origin, request } = delivered.kind else { unreachable!() };
                     let tail = std::mem::take(&mut delivered.bytes);
                     // Not held whole (a failed cache read): the caller falls back to a transfer.
-                    delivered.bytes = read.assembly.finish(origin, request, bytes, tail).ok_or(state.seqno)?;
+                    delivered.bytes = read.assembly.finish(origin, request, bytes, tail).ok_or(state.seqno - 1)?;
                     Some(delivered)
                 }
                 Applied::Refused { .. } | Applied::Nothing => None,

@@ -161,8 +161,11 @@ impl Provider {
                         first => first,
                     };
                     let events = first.into_iter().chain(reader).filter_map(move |read| {
-                        let Ok(delivered) = read else {
-                            return Some(Err(format!("the cache no longer holds seqno {}", read.err()? + 1)));
+                        let delivered = match read {
+                            Ok(delivered) => delivered,
+                            Err(seqno) => {
+                                return Some(Err(format!("the cache cannot serve the gap after seqno {seqno}")))
+                            }
                         };
                         let seqno = delivered.seqno as Seqno;
                         match delivered.kind {
