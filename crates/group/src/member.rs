@@ -2708,16 +2708,22 @@ mod tests {
         (crossed, gaps)
     }
 
+    /// Member 1 orders 48 MiB of writesets that member 3 does not hear of; returns the last
+    /// seqno and the time after.
+    fn member_3_behind_by_48_mib(members: &mut [Member<MemoryStore>], mut now: u64) -> (Seqno, u64) {
+        for i in 0..96u8 {
+            members[0].submit(vec![i; 512 << 10]).unwrap();
+            exchange(members, now, Some(MemberId(3)));
+            now += 10;
+        }
+        (members[0].status().last_seqno, now)
+    }
+
     #[test]
     fn a_follower_far_behind_is_sent_the_log_a_bounded_slice_per_round() {
         // Member 3 alone in segment 1: what crosses into it is what the leader sends it.
-        let (mut members, mut now) = group(&[0, 0, 1]);
-        for i in 0..96u8 {
-            members[0].submit(vec![i; 512 << 10]).unwrap();
-            exchange(&mut members, now, Some(MemberId(3)));
-            now += 10;
-        }
-        let last = members[0].status().last_seqno;
+        let (mut members, now) = group(&[0, 0, 1]);
+        let (last, mut now) = member_3_behind_by_48_mib(&mut members, now);
         let (mut most, mut steps) = (0, 0);
         while members[2].status().last_seqno < last {
             most = most.max(exchange(&mut members, now, None).0);
@@ -2730,13 +2736,8 @@ mod tests {
 
     #[test]
     fn a_follower_far_behind_over_a_slow_link_has_one_slice_on_its_way_at_a_time() {
-        let (mut members, mut now) = group(&[0, 0, 0]);
-        for i in 0..96u8 {
-            members[0].submit(vec![i; 512 << 10]).unwrap();
-            exchange(&mut members, now, Some(MemberId(3)));
-            now += 10;
-        }
-        let last = members[0].status().last_seqno;
+        let (mut members, now) = group(&[0, 0, 0]);
+        let (last, mut now) = member_3_behind_by_48_mib(&mut members, now);
         // Member 3 takes one message a step, and answers each piece of a slice.
         let mut to_3: VecDeque<Message> = VecDeque::new();
         let (mut most, mut steps) = (0, 0);
