@@ -1666,8 +1666,7 @@ impl<S: LogStore> Member<S> {
         }
         if let (Some(sent), Some((first, _))) = (self.sent_upto.get(&to), message.entries().first()) {
             // In flight recently: skip it; after a pause, assume loss and send again.
-            let until_ms = sent.big.map_or(sent.at_ms, |(_, until_ms)| until_ms.max(sent.at_ms));
-            let recent = self.now_ms < until_ms + 2 * self.config.heartbeat_interval_ms;
+            let recent = sent.in_flight(self.now_ms, self.config.heartbeat_interval_ms);
             if sent.term == term && recent {
                 let last = message.entries().last().map_or(0, |(p, _)| p.index);
                 if sent.upto >= first.index {
@@ -1760,8 +1759,7 @@ impl<S: LogStore> Member<S> {
         let now_ms = self.now_ms;
         let Some(sent) = self.sent_upto.get_mut(&to) else { return false };
         let Some(end) = sent.slice_end else { return false };
-        let until_ms = sent.big.map_or(sent.at_ms, |(_, until_ms)| until_ms.max(sent.at_ms));
-        if held >= end || sent.term != term || now_ms >= until_ms + 2 * heartbeat_ms {
+        if held >= end || sent.term != term || !sent.in_flight(now_ms, heartbeat_ms) {
             sent.slice_end = None;
             return false;
         }
@@ -2335,6 +2333,15 @@ struct Sent {
     relayed: bool,
     /// The last index of a slice cut at `APPEND_BYTES_PER_ROUND` and not yet held by the peer.
     slice_end: Option<u64>,
+}
+
+impl Sent {
+    /// Whether what was sent last may still be on its way: until the time it needs at
+    /// `TRANSFER_BYTES_PER_MS` and two heartbeats more; after that it is taken for lost.
+    fn in_flight(&self, now_ms: u64, heartbeat_ms: u64) -> bool {
+        let until_ms = self.big.map_or(self.at_ms, |(_, until_ms)| until_ms.max(self.at_ms));
+        now_ms < until_ms + 2 * heartbeat_ms
+    }
 }
 
 enum Change {

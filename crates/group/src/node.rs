@@ -651,11 +651,12 @@ impl Iterator for CacheReader {
     fn next(&mut self) -> Option<Self::Item> {
         while self.batch.is_empty() {
             let read = self.read.take()?;
-            let (id, (tx, rx)) = (read.id(), mpsc::channel());
+            let id = read.id();
             if read.done {
                 self.engine.input(Event::CloseCacheRead(id));
                 return None;
             }
+            let (tx, rx) = mpsc::channel();
             self.engine.input(Event::ReadCache(read, tx));
             let Ok((read, batch)) = rx.recv() else {
                 return Some(Err(self.last));
