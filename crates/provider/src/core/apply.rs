@@ -11,7 +11,7 @@ use crate::ist::Preload;
 use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
 use crate::writeset::{Control, Writeset};
 use lockstep_group::MemberId;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 /// Failed verdicts kept for donating: this many seqnos back from the newest.
 const VERDICT_HISTORY: Seqno = 1 << 22;
@@ -159,6 +159,23 @@ pub struct Donating {
 pub enum Transferred {
     Writeset { seqno: Seqno, writeset: Box<Writeset>, failed: bool },
     Skipped { seqno: Seqno },
+}
+
+/// A donor's stream as it is installed (`Core::install_stream`).
+#[derive(Debug)]
+pub struct StreamStart {
+    /// Our request was ordered after this seqno.
+    pub at: Seqno,
+    /// The gap's first seqno, or `None`: no gap came, only the certification state.
+    pub from: Option<Seqno>,
+    /// The gap's first events, or all of them.
+    pub gap: Vec<Transferred>,
+    /// The gap's seqnos that failed certification, all of them.
+    pub failed: Vec<Seqno>,
+    /// How many events the whole gap holds (for the log).
+    pub events: usize,
+    /// The rest of the gap follows (`Core::feed_stream`).
+    pub more: bool,
 }
 
 /// What the joiner's handshake poll reports.
@@ -417,8 +434,8 @@ impl<W: Clone + PartialEq> Core<W> {
         // only the handshake's view and the end of the connection are taken: a writeset
         // taken earlier would hold an applier waiting for a readiness that the view behind
         // it brings, or would be applied besides the donor's copy that replaces it.
-        let settled = self.connection.as_ref().is_some_and(|c| c.catch_up.settled());
-        let event = if self.phase.app_ready() && settled {
+        let applies = self.connection.as_ref().is_some_and(|c| c.catch_up.applies());
+        let event = if self.phase.app_ready() && applies {
             let others = self.appliers_in_flight.len();
             let takes = may_take(self.events.len(), others, self.parallelism.width(), self.queue_held());
             takes.then(|| self.events.pop_front()).flatten()
@@ -459,7 +476,7 @@ impl<W: Clone + PartialEq> Core<W> {
             return Some(Turn::Ended);
         }
         let held = self.paused_at.is_some_and(|at| seqno > at);
-        if !(c.has_state && self.phase.app_ready() && c.catch_up.settled()) {
+        if !(c.has_state && self.phase.app_ready() && c.catch_up.applies()) {
             self.phase_waiters.push(waiter.clone());
             return None;
         }
@@ -564,9 +581,16 @@ impl<W: Clone + PartialEq> Core<W> {
         // Before what follows it in the order, messages ordered right after it included.
         let at = self.events.iter().position(|e| e.place().is_some_and(|s| s >= seqno));
         let event = Event::View { view, first_in_connection: false };
-        match at {
-            Some(i) => self.events.insert(i, event),
-            None => self.events.push_back(event),
+        match (at, self.connection.as_mut()) {
+            (Some(i), _) => self.events.insert(i, event),
+            // A gap being handed over has not come this far: it waits with what else we kept,
+            // and is merged in at its place (queued behind the gap's first batch, an applier
+            // would hold it waiting for seqnos queued after it).
+            (None, Some(c)) if matches!(c.catch_up, CatchUp::Feeding(_)) => {
+                let i = c.gap_kept.iter().position(|e| e.place().is_some_and(|s| s >= seqno));
+                c.gap_kept.insert(i.unwrap_or(c.gap_kept.len()), event);
+            }
+            (None, _) => self.events.push_back(event),
         }
         self.wake_one_applier();
     }
@@ -860,32 +884,21 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     /// The donor's stream is in: the gap's events (when it sent them) replace the ones we
-    /// certified ourselves, and its certification state replaces ours. Nothing changes on
-    /// an error.
-    pub fn install_stream(
-        &mut self,
-        generation: u64,
-        at: Seqno,
-        from: Option<Seqno>,
-        transferred: Vec<Transferred>,
-        preload: Preload,
-    ) -> Result<(), String> {
+    /// certified ourselves, and its certification state replaces ours. `gap` holds the first
+    /// of the gap's events, or all of them; `failed`, the seqnos of the whole gap that failed
+    /// certification. With `more` the rest follows through [`Core::feed_stream`] and delivery
+    /// stays stopped at the request until the last of it. Nothing changes on an error.
+    pub fn install_stream(&mut self, generation: u64, stream: StreamStart, preload: Preload) -> Result<(), String> {
+        let StreamStart { at, from, gap, failed, events, more } = stream;
         if self.catch_up(generation) != Some(CatchUp::AtRequest(at)) {
             return Err(format!(
                 "the stream is for seqno {at}, but this node waits for {:?}",
                 self.catch_up(generation)
             ));
         }
-        let count = transferred.len();
-        let failed: Vec<Seqno> = transferred
-            .iter()
-            .filter_map(|t| match t {
-                Transferred::Writeset { seqno, failed: true, .. } => Some(*seqno),
-                _ => None,
-            })
-            .collect();
         if from.is_some() {
-            self.merge_transferred(at, transferred);
+            self.start_gap(at);
+            self.merge_gap(gap);
         }
         // A joiner that certified the order with the group's state itself (the donor only
         // confirmed its position) keeps the verdicts it knows.
@@ -908,14 +921,45 @@ impl<W: Clone + PartialEq> Core<W> {
         if !own_verdicts && from.is_none() {
             c.index_only_at = Some(at);
         }
-        self.set_catch_up(CatchUp::Done);
-        self.release_held_delivery();
         match from {
-            Some(from) => log::info!("incremental state transfer received: seqnos {from}..={at} ({count} events)"),
+            Some(from) => log::info!("incremental state transfer received: seqnos {from}..={at} ({events} events)"),
             None => log::info!("certification state received at seqno {at}; the data comes by snapshot"),
+        }
+        if more && from.is_some() {
+            self.set_catch_up(CatchUp::Feeding(at));
+        } else {
+            self.end_gap();
         }
         self.snapshot_reaches_stream();
         Ok(())
+    }
+
+    /// More of the gap's events, in order, after those installed or fed before; `last`: the
+    /// gap ends with them, and delivery goes on after the request.
+    pub fn feed_stream(&mut self, generation: u64, gap: Vec<Transferred>, last: bool) -> Result<(), String> {
+        if !matches!(self.catch_up(generation), Some(CatchUp::Feeding(_))) {
+            return Err(format!("the gap is not being fed: {:?}", self.catch_up(generation)));
+        }
+        self.merge_gap(gap);
+        if last {
+            self.end_gap();
+        }
+        self.wake_one_applier();
+        Ok(())
+    }
+
+    /// Whether the gap's events fed so far are committed up to `seqno`, so the next batch
+    /// may follow (the apply queue holds a bounded part of the gap); `None` after
+    /// registering `waiter`; `Some(false)`: feeding ended (the connection ended or failed).
+    pub fn feed_turn(&mut self, generation: u64, seqno: Seqno, waiter: &W) -> Option<bool> {
+        if self.failed || !matches!(self.catch_up(generation), Some(CatchUp::Feeding(_))) {
+            return Some(false);
+        }
+        if self.committed.reached(seqno) {
+            return Some(true);
+        }
+        self.committed.wait_for(seqno, waiter.clone());
+        None
     }
 
     /// A donor's certification state that came with no gap, for a joiner that does not keep
@@ -1116,11 +1160,21 @@ impl<W: Clone + PartialEq> Core<W> {
         self.wake_everyone();
     }
 
-    /// The gap's events from the donor replace the ones we certified ourselves, in seqno
-    /// order among the events still queued (views, donations).
-    fn merge_transferred(&mut self, at: Seqno, transferred: Vec<Transferred>) {
-        let joined_at = self.connection.as_ref().and_then(|c| c.joined_at).unwrap_or(Seqno::MAX);
-        let incoming = transferred.into_iter().filter_map(|t| match t {
+    /// The gap's events from the donor replace the writesets we certified ourselves up to
+    /// `at`; what else is queued (views, donations, announcements) is merged in seqno order
+    /// among them as they come (`merge_gap`).
+    fn start_gap(&mut self, at: Seqno) {
+        let kept = std::mem::take(&mut self.events)
+            .into_iter()
+            .filter(|e| !matches!(e, Event::Apply { seqno, .. } if *seqno <= at))
+            .collect();
+        self.connection.as_mut().expect("current").gap_kept = kept;
+    }
+
+    fn merge_gap(&mut self, gap: Vec<Transferred>) {
+        let c = self.connection.as_mut().expect("current");
+        let joined_at = c.joined_at.unwrap_or(Seqno::MAX);
+        let incoming = gap.into_iter().filter_map(|t| match t {
             Transferred::Writeset { seqno, writeset, failed } => {
                 Some(Event::Apply { seqno, writeset, depends_on: seqno - 1, failed })
             }
@@ -1128,18 +1182,22 @@ impl<W: Clone + PartialEq> Core<W> {
             Transferred::Skipped { seqno } if seqno >= joined_at => None,
             Transferred::Skipped { seqno } => Some(Event::Skipped { seqno }),
         });
-        let mut kept: VecDeque<Event> = std::mem::take(&mut self.events)
-            .into_iter()
-            .filter(|e| !matches!(e, Event::Apply { seqno, .. } if *seqno <= at))
-            .collect();
         for event in incoming {
             let seqno = event.seqno().expect("transferred events have seqnos");
-            while kept.front().is_some_and(|e| e.place().is_none_or(|s| s < seqno)) {
-                self.events.extend(kept.pop_front());
+            while c.gap_kept.front().is_some_and(|e| e.place().is_none_or(|s| s < seqno)) {
+                self.events.extend(c.gap_kept.pop_front());
             }
             self.events.push_back(event);
         }
-        self.events.extend(kept);
+    }
+
+    /// The whole gap is queued: what we kept follows it, and so does the order after the
+    /// request.
+    fn end_gap(&mut self) {
+        let c = self.connection.as_mut().expect("current");
+        self.events.extend(std::mem::take(&mut c.gap_kept));
+        self.set_catch_up(CatchUp::Done);
+        self.release_held_delivery();
     }
 
     // ---- donor ---------------------------------------------------------------------------

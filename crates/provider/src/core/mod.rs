@@ -62,7 +62,7 @@ fn test_status(id: MemberId, primary: bool, view: &[MemberId]) -> lockstep_group
     }
 }
 
-pub use apply::{member_uuid, Donation, Event, HandshakeStep, RequestStart, Task, Transferred, Turn};
+pub use apply::{member_uuid, Donation, Event, HandshakeStep, RequestStart, StreamStart, Task, Transferred, Turn};
 pub use control::Opening;
 pub use flow::FlowSettings;
 pub use ordering::{DeliveryContext, Payload, RESTART_CHOICE_MS};
@@ -198,6 +198,10 @@ pub struct Connection {
     /// the group's current view then stands in for it (`Core::view_after_gap`).
     pub gap_before_first_view: bool,
     pub catch_up: CatchUp,
+    /// While the donor's gap is merged in (`CatchUp::Feeding`): what was queued besides our
+    /// own writesets of the gap (views, donations, announcements), each merged in before the
+    /// first of the gap's events that follows it.
+    pub gap_kept: VecDeque<apply::Event>,
     /// Id of our latest state request (0: none sent).
     pub request_id: u64,
     /// Ids of our earlier state requests in this connection (the last few): one asked again

@@ -156,8 +156,9 @@ impl<W: Clone + PartialEq> Core<W> {
 
     fn may_take_deliveries(&self) -> bool {
         let Some(c) = self.connection.as_ref() else { return false };
-        // At our own state request, what follows is certified with the donor's state.
-        if matches!(c.catch_up, CatchUp::AtRequest(_)) {
+        // At our own state request, what follows is certified with the donor's state, and
+        // comes after the donor's gap.
+        if matches!(c.catch_up, CatchUp::AtRequest(_) | CatchUp::Feeding(_)) {
             return false;
         }
         // A joiner reads on until the view that makes it ready, however far behind.

@@ -54,6 +54,11 @@ pub enum CatchUp {
     Waiting,
     /// Our request was ordered after this seqno: delivery stops there until the stream is in.
     AtRequest(Seqno),
+    /// The stream for the request after this seqno is in and its certification state
+    /// installed; the gap's events are handed to the appliers a batch at a time, as they
+    /// commit what came before (the receiver holds the rest on disk). Delivery stays stopped
+    /// at the request until the last batch.
+    Feeding(Seqno),
     /// Nothing (more) to receive.
     Done,
     /// The stream failed: this node cannot continue.
@@ -66,10 +71,20 @@ impl CatchUp {
         matches!(self, CatchUp::Done | CatchUp::Failed)
     }
 
+    /// Appliers may take what is queued: the donor's events, if any, are in place or come
+    /// behind it in order.
+    pub fn applies(self) -> bool {
+        self.settled() || matches!(self, CatchUp::Feeding(_))
+    }
+
     pub fn to(&mut self, next: CatchUp) {
         use CatchUp::*;
-        let allowed =
-            matches!((*self, next), (Waiting, AtRequest(_) | Done | Failed) | (AtRequest(_), Waiting | Done | Failed));
+        let allowed = match (*self, next) {
+            (Waiting, AtRequest(_) | Done | Failed) | (AtRequest(_), Waiting | Done | Failed) => true,
+            (AtRequest(at), Feeding(fed)) => at == fed,
+            (Feeding(_), Done | Failed) => true,
+            _ => false,
+        };
         assert!(allowed, "catch-up transition {self:?} -> {next:?} is not allowed");
         *self = next;
     }

@@ -1,7 +1,8 @@
 //! A state transfer that fails: the donor reports it through the order, every member hears
 //! of it, and the joiner that waits for that request ends its handshake for good (the runtime
 //! then ends the process, as Galera does). A donor that leaves the group mid-transfer is
-//! replaced instead (docs/design/donor-left-mid-transfer.md).
+//! replaced instead (docs/design/donor-left-mid-transfer.md). Once the donor's stream is in,
+//! its gap may be handed over in batches (docs/design/joiner-gap-on-disk.md).
 use super::apply::{DONOR_SEARCH_MS, NEW_SCRIPTS_MAX, SCRIPT_VERDICT_MS};
 use super::phase::{CatchUp, Handshake, Phase};
 use super::*;
@@ -86,7 +87,12 @@ fn waiting_joiner_among(members: &[MemberId]) -> (Core<u32>, u64) {
 }
 
 fn install_donor_stream(core: &mut Core<u32>, generation: u64) {
-    core.install_stream(generation, 2, None, vec![], preload(2)).unwrap();
+    core.install_stream(generation, whole_stream(2, None, vec![]), preload(2)).unwrap();
+}
+
+/// A donor's stream for our request after seqno `at`, its gap (if any) whole.
+fn whole_stream(at: Seqno, from: Option<Seqno>, gap: Vec<Transferred>) -> StreamStart {
+    StreamStart { at, from, events: gap.len(), gap, failed: vec![], more: false }
 }
 
 /// A donor's certification state after seqno `at`.
@@ -343,7 +349,7 @@ fn a_donor_that_leaves_while_the_servers_script_waits_is_replaced_through_the_ha
     core.on_delivered(generation, 3, control(JOINER, request(REQUEST + 2)), live());
     assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(3)));
     assert_eq!(core.connection().unwrap().donor, Some((OTHER, 1)), "the other member donates");
-    core.install_stream(generation, 3, None, vec![], preload(3)).unwrap();
+    core.install_stream(generation, whole_stream(3, None, vec![]), preload(3)).unwrap();
     assert_eq!(core.sst_received(Gtid::new(HISTORY, 3), 0), Status::Ok);
     assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 3)));
     assert!(core.can_replicate());
@@ -388,10 +394,73 @@ fn once_the_server_took_its_state_the_stream_alone_is_asked_again() {
     assert_eq!(requests(&mut core), [], "ordered: no more asking");
     // The gap after the server's snapshot comes with the group's verdicts.
     let gap = vec![Transferred::Skipped { seqno: 3 }];
-    core.install_stream(generation, 3, Some(3), gap, preload(3)).unwrap();
+    core.install_stream(generation, whole_stream(3, Some(3), gap), preload(3)).unwrap();
     assert_eq!(core.catch_up(generation), Some(CatchUp::Done));
     assert!(core.can_replicate());
     assert!(!core.is_failed());
+}
+
+#[test]
+fn a_gap_handed_over_in_batches_is_applied_as_it_comes_and_the_order_after_it_waits_for_its_end() {
+    let (mut core, generation) = waiting_joiner_among(&[DONOR, JOINER, OTHER]);
+    // The server's snapshot is at seqno 0: the next donor's stream carries seqnos 1 to 3.
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 0), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 0)));
+    core.on_group_status(generation, &donor_gone(), 1_000);
+    core.on_delivered(generation, 3, view(3, &[JOINER, OTHER]), live());
+    let mut stream_only = requests(&mut core).pop().expect("the stream alone is asked");
+    if let Control::StateRequest { id, .. } = &mut stream_only {
+        assert_eq!(*id, REQUEST + 2);
+    }
+    core.on_delivered(generation, 3, control(JOINER, stream_only), live());
+    assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(3)));
+
+    let writeset = |seqno: Seqno| {
+        let source = crate::types::SourceTrx { node: Uuid([9; 16]), trx_id: seqno as u64, conn_id: 1 };
+        let outgoing = crate::writeset::Outgoing {
+            source,
+            local_id: seqno as u64,
+            last_seen: seqno - 1,
+            flags: flags::TRX_START | flags::TRX_END,
+            body: Default::default(),
+        };
+        let writeset = Box::new(crate::writeset::Writeset::decode(outgoing.encode()).unwrap());
+        Transferred::Writeset { seqno, writeset, failed: false }
+    };
+    // A first batch of events the joiner's own views stand for (seqno 2 is our first view).
+    let first = StreamStart { at: 3, from: Some(1), gap: vec![], failed: vec![], events: 3, more: true };
+    core.install_stream(generation, first, preload(3)).unwrap();
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Feeding(3)));
+    // What follows the request waits for the gap's end.
+    assert!(!core.on_delivered(generation, 4, view(4, &[DONOR, JOINER, OTHER]), live()));
+    // The server's handshake ended meanwhile: its view goes back to its place, which the
+    // gap has not reached yet.
+    let first_view = lockstep_group::View { view_id: 2, members: vec![test_member(DONOR), test_member(JOINER)] };
+    core.requeue_view(super::apply::primary_view(HISTORY, 2, &first_view, JOINER, member_uuid(JOINER, 1)));
+    assert!(core.next_task(generation, &APPLIER).is_none(), "the view waits for the gap before it");
+    core.feed_stream(generation, vec![writeset(1)], false).unwrap();
+    let Some(Task::Run(Event::Apply { seqno: 1, .. })) = core.next_task(generation, &APPLIER) else {
+        panic!("the gap is applied as it comes, before the view after it")
+    };
+    assert_eq!(core.feed_turn(generation, 1, &(APPLIER + 1)), None, "not committed yet");
+    assert_eq!(core.turn(generation, 0, 1, &APPLIER), Some(Turn::Go));
+    core.finished(1);
+    assert!(core.take_effects().wake.contains(&(APPLIER + 1)), "the receiver is woken for its next batch");
+    assert_eq!(core.feed_turn(generation, 1, &(APPLIER + 1)), Some(true));
+
+    // Seqno 2 is our first view and 3 our view before the request: ours stand for them.
+    core.feed_stream(generation, vec![Transferred::Skipped { seqno: 2 }, Transferred::Skipped { seqno: 3 }], true)
+        .unwrap();
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Done));
+    assert!(core.take_effects().resume_deliveries, "the order after the request goes on");
+    for seqno in [2, 3] {
+        let Some(Task::Run(Event::View { view, .. })) = core.next_task(generation, &APPLIER) else {
+            panic!("our own views follow the gap")
+        };
+        assert_eq!(view.state_id.seqno, seqno);
+    }
+    assert!(core.feed_stream(generation, vec![], true).is_err(), "nothing is fed after the end");
+    assert_eq!(core.feed_turn(generation, 1, &(APPLIER + 1)), Some(false));
 }
 
 /// A joiner whose server took a snapshot at seqno 2 from member 1, which left at 1 000 ms
@@ -424,7 +493,7 @@ fn a_stream_that_cannot_reach_the_servers_snapshot_stops_the_joiner() {
     let again = requests(&mut core).pop().expect("asked again");
     core.on_delivered(generation, 3, control(JOINER, again), live());
     // The new donor's cache does not hold seqno 3: its certification state comes alone.
-    core.install_stream(generation, 3, None, vec![], preload(3)).unwrap();
+    core.install_stream(generation, whole_stream(3, None, vec![]), preload(3)).unwrap();
     assert!(core.is_failed(), "seqno 3 would be certified by this node alone");
 }
 

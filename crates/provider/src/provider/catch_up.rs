@@ -4,11 +4,13 @@
 //! the donor's verdicts replace what the joiner certified itself, and the donor's
 //! certification state replaces the joiner's, so every member certifies what follows alike.
 //! See docs/design/replication.md.
+use super::gap_spool::{GapReader, GapSpool};
 use super::Provider;
-use crate::core::{phase::CatchUp, Donation, Transferred};
+use crate::core::{phase::CatchUp, Donation, StreamStart, Transferred};
 use crate::ist::{self, Header, Incoming, Item, Part};
 use crate::types::Seqno;
 use crate::writeset::Writeset;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +20,11 @@ const DONOR_CONNECT_TIMEOUT: Duration = Duration::from_secs(300);
 /// asks another member) before it gives up: a crashed donor breaks the connection at once,
 /// the group drops it after `evs.suspect_timeout` (5 s, 10 s in mtr) and an election.
 const BROKEN_STREAM_GRACE: Duration = Duration::from_secs(60);
+/// The gap goes to the appliers in batches of at most this many bytes and events, and at
+/// most this many batches are queued and not yet committed: what the gap holds in memory.
+const GAP_BATCH_BYTES: usize = 4 << 20;
+const GAP_BATCH_EVENTS: usize = 1024;
+const GAP_BATCHES_AHEAD: usize = 8;
 
 /// What became of one donor connection.
 enum Taken {
@@ -53,7 +60,7 @@ impl Provider {
                     let connect = since + DONOR_CONNECT_TIMEOUT;
                     broken.as_ref().map_or(connect, |(_, at)| connect.min(*at + BROKEN_STREAM_GRACE))
                 }
-                CatchUp::Done | CatchUp::Failed => return,
+                CatchUp::Feeding(_) | CatchUp::Done | CatchUp::Failed => return,
             };
             let accepted = receiver.accept(deadline, || self.lock_core().catch_up(generation) == Some(state));
             match accepted {
@@ -115,22 +122,17 @@ impl Provider {
                 self.lock_core().catch_up(generation)
             )));
         }
-        let mut transferred = Vec::new();
+        // The gap goes to disk as it comes: none of it may be applied before the donor's
+        // certification state, which comes last (docs/design/joiner-gap-on-disk.md).
+        let dir = super::connection::cache_dir(&super::lock(&self.options));
+        let mut spool = GapSpool::create(&dir).map_err(|e| format!("cannot keep the gap in {}: {e}", dir.display()))?;
         let mut preload = None;
         let mut next = from;
         while let Some(part) = incoming.next_part(optimistic_pa).map_err(|e| e.to_string())? {
             match part {
                 Part::Item(item) if Some(item.seqno()) == next && item.seqno() <= at => {
                     next = Some(item.seqno() + 1);
-                    // Decoded here, outside the core's lock.
-                    transferred.push(match item {
-                        Item::Writeset { seqno, bytes, failed } => {
-                            let writeset =
-                                Writeset::decode(bytes).map_err(|e| format!("writeset at seqno {seqno}: {}", e.0))?;
-                            Transferred::Writeset { seqno, writeset: Box::new(writeset), failed }
-                        }
-                        Item::Skipped { seqno } => Transferred::Skipped { seqno },
-                    });
+                    spool.push(&item).map_err(|e| format!("cannot keep the gap in {}: {e}", dir.display()))?;
                 }
                 Part::Item(item) => return Err(format!("unexpected seqno {} in the transfer", item.seqno())),
                 Part::Preload(p) => preload = Some(p),
@@ -140,7 +142,45 @@ impl Provider {
         if from.is_some() && next != Some(at + 1) {
             return Err(format!("the transfer ended at seqno {next:?}, before {at}"));
         }
-        self.with_core(|core| core.install_stream(generation, at, from, transferred, preload)).map(|()| Taken::Done)
+        let (events, failed) = (spool.events(), spool.failed().to_vec());
+        let mut gap = spool.into_reader().map_err(|e| format!("cannot read the gap back: {e}"))?;
+        let (first, _) = next_batch(&mut gap)?;
+        let more = !gap.is_done();
+        let stream = StreamStart { at, from, gap: first, failed, events, more };
+        self.with_core(|core| core.install_stream(generation, stream, preload))?;
+        if more {
+            if let Err(e) = self.feed_gap(generation, gap) {
+                self.with_core(|core| core.fail_stream(generation, &format!("the state transfer's gap: {e}")));
+            }
+        }
+        Ok(Taken::Done)
+    }
+
+    /// Hands the rest of the gap to the core a batch at a time, keeping at most
+    /// `GAP_BATCHES_AHEAD` batches queued and not yet committed.
+    fn feed_gap(&self, generation: u64, mut gap: GapReader) -> Result<(), String> {
+        // The last writeset of each batch handed over and not known committed.
+        let mut ahead: VecDeque<Seqno> = VecDeque::new();
+        while !gap.is_done() {
+            while ahead.len() >= GAP_BATCHES_AHEAD {
+                let seqno = ahead[0];
+                // Re-asked every second: the wait lasts as long as the connection and its
+                // appliers make progress, and ends with either.
+                let deadline = Some(Instant::now() + Duration::from_secs(1));
+                match self.wait_for(deadline, |core, me| core.feed_turn(generation, seqno, me)) {
+                    Some(true) => {
+                        ahead.pop_front();
+                    }
+                    Some(false) => return Ok(()),
+                    None => {}
+                }
+            }
+            let (batch, last_writeset) = next_batch(&mut gap)?;
+            let last = gap.is_done();
+            self.with_core(|core| core.feed_stream(generation, batch, last))?;
+            ahead.extend(last_writeset);
+        }
+        Ok(())
     }
 
     /// The donor's half: sends the gap (when our cache and verdicts cover it) and our
@@ -218,4 +258,24 @@ impl Provider {
         }
         bypass
     }
+}
+
+/// The next batch of the spooled gap, decoded (outside the core's lock), with the seqno of
+/// its last writeset.
+fn next_batch(gap: &mut GapReader) -> Result<(Vec<Transferred>, Option<Seqno>), String> {
+    let items =
+        gap.next_batch(GAP_BATCH_BYTES, GAP_BATCH_EVENTS).map_err(|e| format!("cannot read the gap back: {e}"))?;
+    let mut last_writeset = None;
+    let batch = items
+        .into_iter()
+        .map(|item| match item {
+            Item::Writeset { seqno, bytes, failed } => {
+                let writeset = Writeset::decode(bytes).map_err(|e| format!("writeset at seqno {seqno}: {}", e.0))?;
+                last_writeset = Some(seqno);
+                Ok(Transferred::Writeset { seqno, writeset: Box::new(writeset), failed })
+            }
+            Item::Skipped { seqno } => Ok(Transferred::Skipped { seqno }),
+        })
+        .collect::<Result<_, String>>()?;
+    Ok((batch, last_writeset))
 }

@@ -36,8 +36,7 @@ impl Provider {
                     return Status::NodeFail;
                 }
             };
-            let dir = o.get("gcache.dir");
-            let cache_dir = PathBuf::from(if dir.is_empty() { o.get("base_dir") } else { dir });
+            let cache_dir = cache_dir(&o);
             let tls = match crate::tls_options::load(&o) {
                 Ok(tls) => tls,
                 Err(e) => {
@@ -307,4 +306,10 @@ pub(crate) fn group_config(cluster_name: &str, options: &Options) -> GroupConfig
 /// the members it still hears from (docs/design/group-forced-primary.md).
 pub(super) fn ignores_split_brain(options: &Options) -> bool {
     options.flag("pc.ignore_sb") || options.flag("pc.ignore_quorum")
+}
+
+/// Where the group's cache lives (`gcache.dir`, else `base_dir`), and our other files with it.
+pub(super) fn cache_dir(o: &Options) -> PathBuf {
+    let dir = o.get("gcache.dir");
+    PathBuf::from(if dir.is_empty() { o.get("base_dir") } else { dir })
 }

@@ -10,6 +10,7 @@ mod catch_up;
 mod connection;
 pub(crate) use connection::{group_config, segment, weight};
 mod control;
+mod gap_spool;
 mod isolation;
 mod sink;
 mod stats;

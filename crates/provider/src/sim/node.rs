@@ -1098,7 +1098,7 @@ impl Node {
                 return;
             }
             CatchUp::Waiting => self.at_request_since = None,
-            CatchUp::Done => {
+            CatchUp::Feeding(_) | CatchUp::Done => {
                 // The stream is in: the handshake asks again only after its donor left
                 // (`Core::donor_left`), and then its request may be lost as any other.
                 let ordered = self.core.as_ref().and_then(|c| c.connection()).is_some_and(|c| c.donor.is_some());

@@ -5,11 +5,12 @@ use super::db::Db;
 use super::invariants::Checks;
 use super::node::Node;
 use crate::core::phase::{CatchUp, Handshake, Phase};
-use crate::core::Transferred;
+use crate::core::{StreamStart, Transferred};
 use crate::ist::{Item, Preload};
 use crate::types::{Gtid, Seqno};
 use crate::writeset::Writeset;
 use lockstep_group::sim::Sim as GroupSim;
+use std::collections::VecDeque;
 
 /// How long a stream may wait for the joiner to reach its own request.
 const STREAM_PATIENCE_MS: u64 = 60_000;
@@ -32,7 +33,16 @@ pub enum TransferKind {
         broken: bool,
         script: u64,
     },
+    /// The rest of a stream that is in, handed to the joiner's core a batch at a time as
+    /// its receiver does from the gap it keeps on disk.
+    Gap {
+        generation: u64,
+        batches: VecDeque<Vec<Item>>,
+    },
 }
+
+/// Between two batches of a gap being fed.
+const GAP_BATCH_DELAY_MS: u64 = 2;
 
 #[derive(Debug)]
 pub struct PendingTransfer {
@@ -61,6 +71,11 @@ pub fn deliver(
     for t in std::mem::take(transfers) {
         if now_ms < t.at_ms {
             kept.push(t);
+            continue;
+        }
+        if let TransferKind::Gap { .. } = t.kind {
+            // The stream is in: its donor no longer matters.
+            feed_gap(t, nodes, group, now_ms, &mut kept, trace)?;
             continue;
         }
         let live = nodes[t.to].incarnation == t.incarnation && nodes[t.to].core_mut().is_some();
@@ -105,6 +120,7 @@ pub fn deliver(
                         if *broken { ", broken midway" } else { "" }
                     )
                 }
+                TransferKind::Gap { .. } => unreachable!("fed above"),
             };
             println!("[{now_ms:>6} ms] node {} receives from node {}: {what}", t.to + 1, t.donor + 1);
         }
@@ -125,15 +141,33 @@ pub fn deliver(
                             .map_err(|e| format!("preload does not decode: {}", e.0))?
                             .ok_or("the preload frame is another part")?;
                         checks.transfer_sent(t.to, at, donor_digest);
-                        let transferred = decode(items)?;
-                        if let Err(e) = core.install_stream(generation, at, from, transferred, preload) {
-                            core.fail_stream(generation, &e);
+                        let failed = items
+                            .iter()
+                            .filter_map(|item| match item {
+                                Item::Writeset { seqno, failed: true, .. } => Some(*seqno),
+                                _ => None,
+                            })
+                            .collect();
+                        let events = items.len();
+                        let mut batches = gap_batches(items, t.since_ms);
+                        let gap = decode(batches.pop_front().unwrap_or_default())?;
+                        let more = !batches.is_empty();
+                        let stream = StreamStart { at, from, gap, failed, events, more };
+                        match core.install_stream(generation, stream, preload) {
+                            Err(e) => core.fail_stream(generation, &e),
+                            Ok(()) if more => kept.push(PendingTransfer {
+                                at_ms: now_ms + GAP_BATCH_DELAY_MS,
+                                kind: TransferKind::Gap { generation, batches },
+                                ..t
+                            }),
+                            Ok(()) => {}
                         }
                     }
                     // Not for this node's request (a donor acting on an old one): refused.
                     _ => {}
                 }
             }
+            TransferKind::Gap { .. } => unreachable!("fed above"),
             TransferKind::State { state_id, script, .. } if !listens(&nodes[t.to], script) => {
                 // That script failed or was replaced: the donor's finds nobody listening.
                 donation_broke(nodes, group, t.donor, t.donor_incarnation, state_id);
@@ -208,6 +242,61 @@ fn end_donation(nodes: &mut [Node], group: &mut GroupSim, donor: usize, incarnat
         }
         donor.after_call(group);
     }
+}
+
+/// A stream's gap cut into the batches its joiner's core is handed: from one batch to one
+/// per event, as `seed` falls (every stream of a run is cut alike).
+fn gap_batches(items: Vec<Item>, seed: u64) -> VecDeque<Vec<Item>> {
+    let size = match seed % 4 {
+        0 => items.len().max(1),
+        1 => 1,
+        n => (items.len() / n as usize).max(1),
+    };
+    let mut batches = VecDeque::new();
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        batches.push_back(items.by_ref().take(size).collect());
+    }
+    batches
+}
+
+/// Hands the joiner the next batch of a gap that is in, unless the joiner restarted or its
+/// connection ended or failed meanwhile.
+fn feed_gap(
+    mut t: PendingTransfer,
+    nodes: &mut [Node],
+    group: &mut GroupSim,
+    now_ms: u64,
+    kept: &mut Vec<PendingTransfer>,
+    trace: bool,
+) -> Result<(), String> {
+    let TransferKind::Gap { generation, batches } = &mut t.kind else { unreachable!("a gap") };
+    let node = &mut nodes[t.to];
+    if node.incarnation != t.incarnation || node.generation != *generation {
+        return Ok(());
+    }
+    let Some(core) = node.core_mut().filter(|c| matches!(c.catch_up(*generation), Some(CatchUp::Feeding(_)))) else {
+        return Ok(());
+    };
+    let batch = decode(batches.pop_front().unwrap_or_default())?;
+    let last = batches.is_empty();
+    if trace {
+        println!(
+            "[{now_ms:>6} ms] node {} is handed {} more events of its gap{}",
+            t.to + 1,
+            batch.len(),
+            if last { ", the last" } else { "" }
+        );
+    }
+    if let Err(e) = core.feed_stream(*generation, batch, last) {
+        core.fail_stream(*generation, &e);
+    }
+    node.after_call(group);
+    if !last {
+        t.at_ms = now_ms + GAP_BATCH_DELAY_MS;
+        kept.push(t);
+    }
+    Ok(())
 }
 
 fn decode(items: Vec<Item>) -> Result<Vec<Transferred>, String> {
