@@ -11,7 +11,7 @@ use crate::ist::Preload;
 use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
 use crate::writeset::{Control, Writeset};
 use lockstep_group::MemberId;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 /// Failed verdicts kept for donating: this many seqnos back from the newest.
 const VERDICT_HISTORY: Seqno = 1 << 22;
@@ -161,6 +161,14 @@ pub enum Transferred {
     Skipped { seqno: Seqno },
 }
 
+impl Transferred {
+    fn seqno(&self) -> Seqno {
+        match self {
+            Transferred::Writeset { seqno, .. } | Transferred::Skipped { seqno } => *seqno,
+        }
+    }
+}
+
 /// A donor's stream as it is installed (`Core::install_stream`).
 #[derive(Debug)]
 pub struct StreamStart {
@@ -176,6 +184,17 @@ pub struct StreamStart {
     pub events: usize,
     /// The rest of the gap follows (`Core::feed_stream`).
     pub more: bool,
+}
+
+/// The donor's gap while it is handed over in batches (`CatchUp::Feeding`).
+#[derive(Debug, Default)]
+pub struct GapMerge {
+    /// What was queued besides our own writesets of the gap (views, donations,
+    /// announcements), and what is queued meanwhile: each goes in before the first of the
+    /// gap's events that follows it, the rest after the gap.
+    pub kept: VecDeque<Event>,
+    /// The last seqno of the gap handed over so far.
+    pub fed_to: Seqno,
 }
 
 /// What the joiner's handshake poll reports.
@@ -309,6 +328,15 @@ impl<W: Clone + PartialEq> Core<W> {
     pub(super) fn push_event(&mut self, event: Event) {
         if let Event::Apply { seqno, writeset, .. } = &event {
             self.flow.queued(*seqno, writeset.data.len());
+        }
+        // While the gap is handed over, what comes after it waits behind it, as it did when
+        // the gap was queued at once; before the server's handshake is done, what appliers
+        // take out of turn (a lost primary component, the connection's end) stays in reach.
+        let out_of_turn = !self.phase.app_ready() && event.before_handshake();
+        if let Some(c) = self.connection.as_mut().filter(|c| !out_of_turn && matches!(c.catch_up, CatchUp::Feeding(_)))
+        {
+            c.gap.kept.push_back(event);
+            return;
         }
         self.events.push_back(event);
         self.counters.recv_queue.sample(self.events.len());
@@ -579,18 +607,21 @@ impl<W: Clone + PartialEq> Core<W> {
     pub fn requeue_view(&mut self, view: View) {
         let seqno = view.state_id.seqno;
         // Before what follows it in the order, messages ordered right after it included.
-        let at = self.events.iter().position(|e| e.place().is_some_and(|s| s >= seqno));
         let event = Event::View { view, first_in_connection: false };
-        match (at, self.connection.as_mut()) {
-            (Some(i), _) => self.events.insert(i, event),
-            // A gap being handed over has not come this far: it waits with what else we kept,
-            // and is merged in at its place (queued behind the gap's first batch, an applier
-            // would hold it waiting for seqnos queued after it).
-            (None, Some(c)) if matches!(c.catch_up, CatchUp::Feeding(_)) => {
-                let i = c.gap_kept.iter().position(|e| e.place().is_some_and(|s| s >= seqno));
-                c.gap_kept.insert(i.unwrap_or(c.gap_kept.len()), event);
+        // A gap being handed over that has not come this far: the view waits with what else
+        // we kept, and is merged in at its place (queued behind the gap's first batches, an
+        // applier would hold it waiting for seqnos handed over after it).
+        if let Some(c) = self.connection.as_mut().filter(|c| matches!(c.catch_up, CatchUp::Feeding(_))) {
+            if c.gap.fed_to < seqno {
+                let at = c.gap.kept.iter().position(|e| e.place().is_some_and(|s| s >= seqno));
+                c.gap.kept.insert(at.unwrap_or(c.gap.kept.len()), event);
+                return;
             }
-            (None, _) => self.events.push_back(event),
+        }
+        let at = self.events.iter().position(|e| e.place().is_some_and(|s| s >= seqno));
+        match at {
+            Some(i) => self.events.insert(i, event),
+            None => self.events.push_back(event),
         }
         self.wake_one_applier();
     }
@@ -886,8 +917,10 @@ impl<W: Clone + PartialEq> Core<W> {
     /// The donor's stream is in: the gap's events (when it sent them) replace the ones we
     /// certified ourselves, and its certification state replaces ours. `gap` holds the first
     /// of the gap's events, or all of them; `failed`, the seqnos of the whole gap that failed
-    /// certification. With `more` the rest follows through [`Core::feed_stream`] and delivery
-    /// stays stopped at the request until the last of it. Nothing changes on an error.
+    /// certification. With `more` the rest follows through [`Core::feed_stream`]: what is
+    /// delivered after the request meanwhile is certified with the donor's state and queued
+    /// behind the gap (its control messages act at once: a failed transfer ends the
+    /// handshake that the gap's commits wait for). Nothing changes on an error.
     pub fn install_stream(&mut self, generation: u64, stream: StreamStart, preload: Preload) -> Result<(), String> {
         let StreamStart { at, from, gap, failed, events, more } = stream;
         if self.catch_up(generation) != Some(CatchUp::AtRequest(at)) {
@@ -896,8 +929,8 @@ impl<W: Clone + PartialEq> Core<W> {
                 self.catch_up(generation)
             ));
         }
-        if from.is_some() {
-            self.start_gap(at);
+        if let Some(from) = from {
+            self.start_gap(at, from);
             self.merge_gap(gap);
         }
         // A joiner that certified the order with the group's state itself (the donor only
@@ -927,6 +960,7 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         if more && from.is_some() {
             self.set_catch_up(CatchUp::Feeding(at));
+            self.release_held_delivery();
         } else {
             self.end_gap();
         }
@@ -935,7 +969,7 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     /// More of the gap's events, in order, after those installed or fed before; `last`: the
-    /// gap ends with them, and delivery goes on after the request.
+    /// gap ends with them, and what was queued behind it follows.
     pub fn feed_stream(&mut self, generation: u64, gap: Vec<Transferred>, last: bool) -> Result<(), String> {
         if !matches!(self.catch_up(generation), Some(CatchUp::Feeding(_))) {
             return Err(format!("the gap is not being fed: {:?}", self.catch_up(generation)));
@@ -943,6 +977,9 @@ impl<W: Clone + PartialEq> Core<W> {
         self.merge_gap(gap);
         if last {
             self.end_gap();
+        } else {
+            // What the gap passed left what was kept: there may be room to read on.
+            self.release_held_delivery();
         }
         self.wake_one_applier();
         Ok(())
@@ -1163,15 +1200,16 @@ impl<W: Clone + PartialEq> Core<W> {
     /// The gap's events from the donor replace the writesets we certified ourselves up to
     /// `at`; what else is queued (views, donations, announcements) is merged in seqno order
     /// among them as they come (`merge_gap`).
-    fn start_gap(&mut self, at: Seqno) {
+    fn start_gap(&mut self, at: Seqno, from: Seqno) {
         let kept = std::mem::take(&mut self.events)
             .into_iter()
             .filter(|e| !matches!(e, Event::Apply { seqno, .. } if *seqno <= at))
             .collect();
-        self.connection.as_mut().expect("current").gap_kept = kept;
+        self.connection.as_mut().expect("current").gap = GapMerge { kept, fed_to: from - 1 };
     }
 
     fn merge_gap(&mut self, gap: Vec<Transferred>) {
+        let last = gap.last().map_or(Seqno::MIN, Transferred::seqno);
         let c = self.connection.as_mut().expect("current");
         let joined_at = c.joined_at.unwrap_or(Seqno::MAX);
         let incoming = gap.into_iter().filter_map(|t| match t {
@@ -1184,18 +1222,18 @@ impl<W: Clone + PartialEq> Core<W> {
         });
         for event in incoming {
             let seqno = event.seqno().expect("transferred events have seqnos");
-            while c.gap_kept.front().is_some_and(|e| e.place().is_none_or(|s| s < seqno)) {
-                self.events.extend(c.gap_kept.pop_front());
+            while c.gap.kept.front().is_some_and(|e| e.place().is_none_or(|s| s < seqno)) {
+                self.events.extend(c.gap.kept.pop_front());
             }
             self.events.push_back(event);
         }
+        c.gap.fed_to = c.gap.fed_to.max(last);
     }
 
-    /// The whole gap is queued: what we kept follows it, and so does the order after the
-    /// request.
+    /// The whole gap is queued: what we kept follows it.
     fn end_gap(&mut self) {
         let c = self.connection.as_mut().expect("current");
-        self.events.extend(std::mem::take(&mut c.gap_kept));
+        self.events.extend(std::mem::take(&mut c.gap.kept));
         self.set_catch_up(CatchUp::Done);
         self.release_held_delivery();
     }

@@ -92,7 +92,7 @@ impl<W: Clone + PartialEq> Core<W> {
             joined_at: None,
             gap_before_first_view: false,
             catch_up: if bootstrap { CatchUp::Done } else { CatchUp::Waiting },
-            gap_kept: Default::default(),
+            gap: Default::default(),
             request_id: 0,
             earlier_requests: Vec::new(),
             ist_addr: opening.ist_addr,

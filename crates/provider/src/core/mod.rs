@@ -198,10 +198,8 @@ pub struct Connection {
     /// the group's current view then stands in for it (`Core::view_after_gap`).
     pub gap_before_first_view: bool,
     pub catch_up: CatchUp,
-    /// While the donor's gap is merged in (`CatchUp::Feeding`): what was queued besides our
-    /// own writesets of the gap (views, donations, announcements), each merged in before the
-    /// first of the gap's events that follows it.
-    pub gap_kept: VecDeque<apply::Event>,
+    /// The donor's gap while it is handed over in batches (`CatchUp::Feeding`).
+    pub gap: apply::GapMerge,
     /// Id of our latest state request (0: none sent).
     pub request_id: u64,
     /// Ids of our earlier state requests in this connection (the last few): one asked again

@@ -156,13 +156,17 @@ impl<W: Clone + PartialEq> Core<W> {
 
     fn may_take_deliveries(&self) -> bool {
         let Some(c) = self.connection.as_ref() else { return false };
-        // At our own state request, what follows is certified with the donor's state, and
-        // comes after the donor's gap.
-        if matches!(c.catch_up, CatchUp::AtRequest(_) | CatchUp::Feeding(_)) {
+        // At our own state request, what follows is certified with the donor's state.
+        if matches!(c.catch_up, CatchUp::AtRequest(_)) {
             return false;
         }
+        // While the donor's gap is handed over, what follows it waits behind it.
+        let queued = match c.catch_up {
+            CatchUp::Feeding(_) => c.gap.kept.len(),
+            _ => self.events.len(),
+        };
         // A joiner reads on until the view that makes it ready, however far behind.
-        self.events.len() < super::APPLY_QUEUE_LIMIT || !self.phase.app_ready()
+        queued < super::APPLY_QUEUE_LIMIT || !self.phase.app_ready()
     }
 
     /// The group's primary-component status after a round of its driver, at `now_ms` (any

@@ -56,8 +56,8 @@ pub enum CatchUp {
     AtRequest(Seqno),
     /// The stream for the request after this seqno is in and its certification state
     /// installed; the gap's events are handed to the appliers a batch at a time, as they
-    /// commit what came before (the receiver holds the rest on disk). Delivery stays stopped
-    /// at the request until the last batch.
+    /// commit what came before (the receiver holds the rest on disk). What is delivered
+    /// after the request is certified and waits behind the gap.
     Feeding(Seqno),
     /// Nothing (more) to receive.
     Done,

@@ -401,7 +401,7 @@ fn once_the_server_took_its_state_the_stream_alone_is_asked_again() {
 }
 
 #[test]
-fn a_gap_handed_over_in_batches_is_applied_as_it_comes_and_the_order_after_it_waits_for_its_end() {
+fn a_gap_handed_over_in_batches_is_applied_as_it_comes_and_what_follows_waits_behind_it() {
     let (mut core, generation) = waiting_joiner_among(&[DONOR, JOINER, OTHER]);
     // The server's snapshot is at seqno 0: the next donor's stream carries seqnos 1 to 3.
     assert_eq!(core.sst_received(Gtid::new(HISTORY, 0), 0), Status::Ok);
@@ -431,8 +431,8 @@ fn a_gap_handed_over_in_batches_is_applied_as_it_comes_and_the_order_after_it_wa
     let first = StreamStart { at: 3, from: Some(1), gap: vec![], failed: vec![], events: 3, more: true };
     core.install_stream(generation, first, preload(3)).unwrap();
     assert_eq!(core.catch_up(generation), Some(CatchUp::Feeding(3)));
-    // What follows the request waits for the gap's end.
-    assert!(!core.on_delivered(generation, 4, view(4, &[DONOR, JOINER, OTHER]), live()));
+    // What follows the request is taken, and waits behind the gap.
+    assert!(core.on_delivered(generation, 4, view(4, &[DONOR, JOINER, OTHER]), live()));
     // The server's handshake ended meanwhile: its view goes back to its place, which the
     // gap has not reached yet.
     let first_view = lockstep_group::View { view_id: 2, members: vec![test_member(DONOR), test_member(JOINER)] };
@@ -452,8 +452,7 @@ fn a_gap_handed_over_in_batches_is_applied_as_it_comes_and_the_order_after_it_wa
     core.feed_stream(generation, vec![Transferred::Skipped { seqno: 2 }, Transferred::Skipped { seqno: 3 }], true)
         .unwrap();
     assert_eq!(core.catch_up(generation), Some(CatchUp::Done));
-    assert!(core.take_effects().resume_deliveries, "the order after the request goes on");
-    for seqno in [2, 3] {
+    for seqno in [2, 3, 4] {
         let Some(Task::Run(Event::View { view, .. })) = core.next_task(generation, &APPLIER) else {
             panic!("our own views follow the gap")
         };
@@ -461,6 +460,25 @@ fn a_gap_handed_over_in_batches_is_applied_as_it_comes_and_the_order_after_it_wa
     }
     assert!(core.feed_stream(generation, vec![], true).is_err(), "nothing is fed after the end");
     assert_eq!(core.feed_turn(generation, 1, &(APPLIER + 1)), Some(false));
+}
+
+#[test]
+fn a_failure_ordered_behind_a_gap_handed_over_in_batches_still_ends_the_handshake() {
+    let (mut core, generation) = waiting_joiner();
+    assert!(!core.on_delivered(generation, 2, control(DONOR, failure(JOINER, REQUEST, DONATION_REFUSED)), live()));
+    let first = StreamStart {
+        at: 2,
+        from: Some(1),
+        gap: vec![Transferred::Skipped { seqno: 1 }],
+        failed: vec![],
+        events: 2,
+        more: true,
+    };
+    core.install_stream(generation, first, preload(2)).unwrap();
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Feeding(2)));
+    // The gap's commits wait for the server's handshake: the failure is read at once, not
+    // after them.
+    assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::Failed { rcode: DONATION_REFUSED }));
 }
 
 /// A joiner whose server took a snapshot at seqno 2 from member 1, which left at 1 000 ms

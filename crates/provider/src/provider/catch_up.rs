@@ -125,14 +125,19 @@ impl Provider {
         // The gap goes to disk as it comes: none of it may be applied before the donor's
         // certification state, which comes last (docs/design/joiner-gap-on-disk.md).
         let dir = super::connection::cache_dir(&super::lock(&self.options));
-        let mut spool = GapSpool::create(&dir).map_err(|e| format!("cannot keep the gap in {}: {e}", dir.display()))?;
+        let cannot_keep = |e: std::io::Error| format!("cannot keep the gap in {}: {e}", dir.display());
+        let mut spool: Option<GapSpool> = None;
         let mut preload = None;
         let mut next = from;
         while let Some(part) = incoming.next_part(optimistic_pa).map_err(|e| e.to_string())? {
             match part {
                 Part::Item(item) if Some(item.seqno()) == next && item.seqno() <= at => {
                     next = Some(item.seqno() + 1);
-                    spool.push(&item).map_err(|e| format!("cannot keep the gap in {}: {e}", dir.display()))?;
+                    let spool = match &mut spool {
+                        Some(spool) => spool,
+                        None => spool.insert(GapSpool::create(&dir).map_err(cannot_keep)?),
+                    };
+                    spool.push(&item).map_err(cannot_keep)?;
                 }
                 Part::Item(item) => return Err(format!("unexpected seqno {} in the transfer", item.seqno())),
                 Part::Preload(p) => preload = Some(p),
@@ -142,14 +147,18 @@ impl Provider {
         if from.is_some() && next != Some(at + 1) {
             return Err(format!("the transfer ended at seqno {next:?}, before {at}"));
         }
+        let Some(spool) = spool else {
+            let stream = StreamStart { at, from, gap: Vec::new(), failed: Vec::new(), events: 0, more: false };
+            return self.with_core(|core| core.install_stream(generation, stream, preload)).map(|()| Taken::Done);
+        };
         let (events, failed) = (spool.events(), spool.failed().to_vec());
         let mut gap = spool.into_reader().map_err(|e| format!("cannot read the gap back: {e}"))?;
-        let (first, _) = next_batch(&mut gap)?;
+        let (first, first_writeset) = next_batch(&mut gap)?;
         let more = !gap.is_done();
         let stream = StreamStart { at, from, gap: first, failed, events, more };
         self.with_core(|core| core.install_stream(generation, stream, preload))?;
         if more {
-            if let Err(e) = self.feed_gap(generation, gap) {
+            if let Err(e) = self.feed_gap(generation, gap, first_writeset) {
                 self.with_core(|core| core.fail_stream(generation, &format!("the state transfer's gap: {e}")));
             }
         }
@@ -157,10 +166,11 @@ impl Provider {
     }
 
     /// Hands the rest of the gap to the core a batch at a time, keeping at most
-    /// `GAP_BATCHES_AHEAD` batches queued and not yet committed.
-    fn feed_gap(&self, generation: u64, mut gap: GapReader) -> Result<(), String> {
+    /// `GAP_BATCHES_AHEAD` batches queued and not yet committed, the first one
+    /// (`first_writeset`: its last writeset) included.
+    fn feed_gap(&self, generation: u64, mut gap: GapReader, first_writeset: Option<Seqno>) -> Result<(), String> {
         // The last writeset of each batch handed over and not known committed.
-        let mut ahead: VecDeque<Seqno> = VecDeque::new();
+        let mut ahead: VecDeque<Seqno> = first_writeset.into_iter().collect();
         while !gap.is_done() {
             while ahead.len() >= GAP_BATCHES_AHEAD {
                 let seqno = ahead[0];

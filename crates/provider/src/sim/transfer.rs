@@ -34,15 +34,20 @@ pub enum TransferKind {
         script: u64,
     },
     /// The rest of a stream that is in, handed to the joiner's core a batch at a time as
-    /// its receiver does from the gap it keeps on disk.
+    /// its receiver does from the gap it keeps on disk. `ahead`: the last writeset of each
+    /// batch handed over and not known committed.
     Gap {
         generation: u64,
         batches: VecDeque<Vec<Item>>,
+        ahead: VecDeque<Seqno>,
     },
 }
 
-/// Between two batches of a gap being fed.
+/// Between two looks at a gap being fed.
 const GAP_BATCH_DELAY_MS: u64 = 2;
+/// Batches of a gap queued and not yet committed, at most (the runtime's bound, smaller so
+/// that seeds wait for it).
+const GAP_BATCHES_AHEAD: usize = 2;
 
 #[derive(Debug)]
 pub struct PendingTransfer {
@@ -150,14 +155,16 @@ pub fn deliver(
                             .collect();
                         let events = items.len();
                         let mut batches = gap_batches(items, t.since_ms);
-                        let gap = decode(batches.pop_front().unwrap_or_default())?;
+                        let first = batches.pop_front().unwrap_or_default();
+                        let ahead = last_writeset(&first).into_iter().collect();
+                        let gap = decode(first)?;
                         let more = !batches.is_empty();
                         let stream = StreamStart { at, from, gap, failed, events, more };
                         match core.install_stream(generation, stream, preload) {
                             Err(e) => core.fail_stream(generation, &e),
                             Ok(()) if more => kept.push(PendingTransfer {
                                 at_ms: now_ms + GAP_BATCH_DELAY_MS,
-                                kind: TransferKind::Gap { generation, batches },
+                                kind: TransferKind::Gap { generation, batches, ahead },
                                 ..t
                             }),
                             Ok(()) => {}
@@ -245,7 +252,7 @@ fn end_donation(nodes: &mut [Node], group: &mut GroupSim, donor: usize, incarnat
 }
 
 /// A stream's gap cut into the batches its joiner's core is handed: from one batch to one
-/// per event, as `seed` falls (every stream of a run is cut alike).
+/// per event, as `seed` (the request's time) falls.
 fn gap_batches(items: Vec<Item>, seed: u64) -> VecDeque<Vec<Item>> {
     let size = match seed % 4 {
         0 => items.len().max(1),
@@ -270,7 +277,7 @@ fn feed_gap(
     kept: &mut Vec<PendingTransfer>,
     trace: bool,
 ) -> Result<(), String> {
-    let TransferKind::Gap { generation, batches } = &mut t.kind else { unreachable!("a gap") };
+    let TransferKind::Gap { generation, batches, ahead } = &mut t.kind else { unreachable!("a gap") };
     let node = &mut nodes[t.to];
     if node.incarnation != t.incarnation || node.generation != *generation {
         return Ok(());
@@ -278,7 +285,18 @@ fn feed_gap(
     let Some(core) = node.core_mut().filter(|c| matches!(c.catch_up(*generation), Some(CatchUp::Feeding(_)))) else {
         return Ok(());
     };
-    let batch = decode(batches.pop_front().unwrap_or_default())?;
+    let committed = core.last_committed().seqno;
+    while ahead.front().is_some_and(|&seqno| seqno <= committed) {
+        ahead.pop_front();
+    }
+    if ahead.len() >= GAP_BATCHES_AHEAD {
+        t.at_ms = now_ms + GAP_BATCH_DELAY_MS;
+        kept.push(t);
+        return Ok(());
+    }
+    let items = batches.pop_front().unwrap_or_default();
+    ahead.extend(last_writeset(&items));
+    let batch = decode(items)?;
     let last = batches.is_empty();
     if trace {
         println!(
@@ -297,6 +315,13 @@ fn feed_gap(
         kept.push(t);
     }
     Ok(())
+}
+
+fn last_writeset(items: &[Item]) -> Option<Seqno> {
+    items.iter().rev().find_map(|item| match item {
+        Item::Writeset { seqno, .. } => Some(*seqno),
+        Item::Skipped { .. } => None,
+    })
 }
 
 fn decode(items: Vec<Item>) -> Result<Vec<Transferred>, String> {
