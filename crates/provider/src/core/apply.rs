@@ -330,11 +330,12 @@ impl<W: Clone + PartialEq> Core<W> {
             self.flow.queued(*seqno, writeset.data.len());
         }
         // While the gap is handed over, what comes after it waits behind it, as it did when
-        // the gap was queued at once; before the server's handshake is done, what appliers
-        // take out of turn (a lost primary component, the connection's end) stays in reach.
-        let out_of_turn = !self.phase.app_ready() && event.before_handshake();
-        if let Some(c) = self.connection.as_mut().filter(|c| !out_of_turn && matches!(c.catch_up, CatchUp::Feeding(_)))
-        {
+        // the gap was queued at once. The connection's end stays in reach (its last applier
+        // waits for it among the queued events, and nothing may apply the rest of the gap
+        // then: a failed node ends so), and so does, before the server's handshake is done,
+        // what appliers take out of turn (a lost primary component).
+        let in_reach = matches!(event, Event::Final { .. }) || !self.phase.app_ready() && event.before_handshake();
+        if let Some(c) = self.connection.as_mut().filter(|c| !in_reach && matches!(c.catch_up, CatchUp::Feeding(_))) {
             c.gap.kept.push_back(event);
             return;
         }
@@ -375,8 +376,9 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     /// Events waiting for appliers.
+    /// Events queued for the appliers, with those waiting behind a gap being handed over.
     pub fn queued_events(&self) -> usize {
-        self.events.len()
+        self.events.len() + self.connection.as_ref().map_or(0, |c| c.gap.kept.len())
     }
 
     /// The first `count` queued events, by kind and place (for diagnostics).

@@ -682,7 +682,7 @@ impl<W: Clone + PartialEq> Core<W> {
 
     fn set_phase(&mut self, next: Phase) {
         if next == Phase::Joined && self.phase != Phase::Joined {
-            self.flow.joined(self.events.len());
+            self.flow.joined(self.queued_events());
         }
         self.phase.to(next);
         if next != Phase::Synced {

@@ -161,7 +161,7 @@ impl<W: Clone + PartialEq> Core<W> {
             ("local_send_queue_max", Int(c.send_queue.max)),
             ("local_send_queue_min", Int(c.send_queue.min)),
             ("local_send_queue_avg", Double(c.send_queue.average())),
-            ("local_recv_queue", Int(self.events.len() as i64)),
+            ("local_recv_queue", Int(self.queued_events() as i64)),
             ("local_recv_queue_max", Int(c.recv_queue.max)),
             ("local_recv_queue_min", Int(c.recv_queue.min)),
             ("local_recv_queue_avg", Double(c.recv_queue.average())),

@@ -448,7 +448,8 @@ fn a_gap_handed_over_in_batches_is_applied_as_it_comes_and_what_follows_waits_be
     assert!(core.take_effects().wake.contains(&(APPLIER + 1)), "the receiver is woken for its next batch");
     assert_eq!(core.feed_turn(generation, 1, &(APPLIER + 1)), Some(true));
 
-    // Seqno 2 is our first view and 3 our view before the request: ours stand for them.
+    // Seqno 2 is our first view, 3 our view before the request, 4 one after it: ours stand
+    // for the first two, and all wait behind the gap.
     core.feed_stream(generation, vec![Transferred::Skipped { seqno: 2 }, Transferred::Skipped { seqno: 3 }], true)
         .unwrap();
     assert_eq!(core.catch_up(generation), Some(CatchUp::Done));
@@ -460,6 +461,27 @@ fn a_gap_handed_over_in_batches_is_applied_as_it_comes_and_what_follows_waits_be
     }
     assert!(core.feed_stream(generation, vec![], true).is_err(), "nothing is fed after the end");
     assert_eq!(core.feed_turn(generation, 1, &(APPLIER + 1)), Some(false));
+}
+
+#[test]
+fn the_connections_end_is_in_reach_while_a_gap_is_handed_over() {
+    let (mut core, generation) = waiting_joiner();
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 0), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 0)));
+    let first = StreamStart {
+        at: 2,
+        from: Some(1),
+        gap: vec![Transferred::Skipped { seqno: 1 }],
+        failed: vec![],
+        events: 3,
+        more: true,
+    };
+    core.install_stream(generation, first, preload(2)).unwrap();
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Feeding(2)));
+    // A failed node ends so: nothing applies the rest of the gap, and the last applier
+    // waits for the final view among the queued events.
+    core.push_final_view();
+    assert!(matches!(core.final_view(generation, &APPLIER), Some(Some(_))));
 }
 
 #[test]
