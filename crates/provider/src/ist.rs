@@ -65,6 +65,14 @@ impl Item {
     }
 }
 
+/// The seqno of the last writeset among `items`.
+pub fn last_writeset(items: &[Item]) -> Option<Seqno> {
+    items.iter().rev().find_map(|item| match item {
+        Item::Writeset { seqno, .. } => Some(*seqno),
+        Item::Skipped { .. } => None,
+    })
+}
+
 /// The donor's ordering state at `at`.
 #[derive(Clone, Debug)]
 pub struct Preload {

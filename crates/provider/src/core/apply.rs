@@ -162,6 +162,17 @@ pub enum Transferred {
 }
 
 impl Transferred {
+    /// An event of the donor's stream, decoded.
+    pub fn decode(item: crate::ist::Item) -> Result<Transferred, String> {
+        match item {
+            crate::ist::Item::Writeset { seqno, bytes, failed } => {
+                let writeset = Writeset::decode(bytes).map_err(|e| format!("writeset at seqno {seqno}: {}", e.0))?;
+                Ok(Transferred::Writeset { seqno, writeset: Box::new(writeset), failed })
+            }
+            crate::ist::Item::Skipped { seqno } => Ok(Transferred::Skipped { seqno }),
+        }
+    }
+
     fn seqno(&self) -> Seqno {
         match self {
             Transferred::Writeset { seqno, .. } | Transferred::Skipped { seqno } => *seqno,

@@ -9,7 +9,6 @@ use super::Provider;
 use crate::core::{phase::CatchUp, Donation, StreamStart, Transferred};
 use crate::ist::{self, Header, Incoming, Item, Part};
 use crate::types::Seqno;
-use crate::writeset::Writeset;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -275,17 +274,7 @@ impl Provider {
 fn next_batch(gap: &mut GapReader) -> Result<(Vec<Transferred>, Option<Seqno>), String> {
     let items =
         gap.next_batch(GAP_BATCH_BYTES, GAP_BATCH_EVENTS).map_err(|e| format!("cannot read the gap back: {e}"))?;
-    let mut last_writeset = None;
-    let batch = items
-        .into_iter()
-        .map(|item| match item {
-            Item::Writeset { seqno, bytes, failed } => {
-                let writeset = Writeset::decode(bytes).map_err(|e| format!("writeset at seqno {seqno}: {}", e.0))?;
-                last_writeset = Some(seqno);
-                Ok(Transferred::Writeset { seqno, writeset: Box::new(writeset), failed })
-            }
-            Item::Skipped { seqno } => Ok(Transferred::Skipped { seqno }),
-        })
-        .collect::<Result<_, String>>()?;
+    let last_writeset = ist::last_writeset(&items);
+    let batch = items.into_iter().map(Transferred::decode).collect::<Result<_, String>>()?;
     Ok((batch, last_writeset))
 }

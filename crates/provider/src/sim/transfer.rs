@@ -6,9 +6,8 @@ use super::invariants::Checks;
 use super::node::Node;
 use crate::core::phase::{CatchUp, Handshake, Phase};
 use crate::core::{StreamStart, Transferred};
-use crate::ist::{Item, Preload};
+use crate::ist::{last_writeset, Item, Preload};
 use crate::types::{Gtid, Seqno};
-use crate::writeset::Writeset;
 use lockstep_group::sim::Sim as GroupSim;
 use std::collections::VecDeque;
 
@@ -317,21 +316,6 @@ fn feed_gap(
     Ok(())
 }
 
-fn last_writeset(items: &[Item]) -> Option<Seqno> {
-    items.iter().rev().find_map(|item| match item {
-        Item::Writeset { seqno, .. } => Some(*seqno),
-        Item::Skipped { .. } => None,
-    })
-}
-
 fn decode(items: Vec<Item>) -> Result<Vec<Transferred>, String> {
-    items
-        .into_iter()
-        .map(|item| match item {
-            Item::Writeset { seqno, bytes, failed } => Writeset::decode(bytes)
-                .map(|ws| Transferred::Writeset { seqno, writeset: Box::new(ws), failed })
-                .map_err(|e| format!("transferred writeset at {seqno}: {}", e.0)),
-            Item::Skipped { seqno } => Ok(Transferred::Skipped { seqno }),
-        })
-        .collect()
+    items.into_iter().map(Transferred::decode).collect()
 }
