@@ -463,11 +463,8 @@ fn a_gap_handed_over_in_batches_is_applied_as_it_comes_and_what_follows_waits_be
     assert_eq!(core.feed_turn(generation, 1, &(APPLIER + 1)), Some(false));
 }
 
-#[test]
-fn the_connections_end_is_in_reach_while_a_gap_is_handed_over() {
-    let (mut core, generation) = waiting_joiner();
-    assert_eq!(core.sst_received(Gtid::new(HISTORY, 0), 0), Status::Ok);
-    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 0)));
+/// Installs a stream for the request after seqno 2 whose gap (from seqno 1) has more to come.
+fn start_feeding_a_gap_after_seqno_2(core: &mut Core<u32>, generation: u64) {
     let first = StreamStart {
         at: 2,
         from: Some(1),
@@ -478,6 +475,14 @@ fn the_connections_end_is_in_reach_while_a_gap_is_handed_over() {
     };
     core.install_stream(generation, first, preload(2)).unwrap();
     assert_eq!(core.catch_up(generation), Some(CatchUp::Feeding(2)));
+}
+
+#[test]
+fn the_connections_end_is_in_reach_while_a_gap_is_handed_over() {
+    let (mut core, generation) = waiting_joiner();
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 0), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 0)));
+    start_feeding_a_gap_after_seqno_2(&mut core, generation);
     // A failed node ends so: nothing applies the rest of the gap, and the last applier
     // waits for the final view among the queued events.
     core.push_final_view();
@@ -488,16 +493,7 @@ fn the_connections_end_is_in_reach_while_a_gap_is_handed_over() {
 fn a_failure_ordered_behind_a_gap_handed_over_in_batches_still_ends_the_handshake() {
     let (mut core, generation) = waiting_joiner();
     assert!(!core.on_delivered(generation, 2, control(DONOR, failure(JOINER, REQUEST, DONATION_REFUSED)), live()));
-    let first = StreamStart {
-        at: 2,
-        from: Some(1),
-        gap: vec![Transferred::Skipped { seqno: 1 }],
-        failed: vec![],
-        events: 2,
-        more: true,
-    };
-    core.install_stream(generation, first, preload(2)).unwrap();
-    assert_eq!(core.catch_up(generation), Some(CatchUp::Feeding(2)));
+    start_feeding_a_gap_after_seqno_2(&mut core, generation);
     // The gap's commits wait for the server's handshake: the failure is read at once, not
     // after them.
     assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::Failed { rcode: DONATION_REFUSED }));
