@@ -92,13 +92,23 @@ def summary(directory, provider, fragment):
         base = sum(rate.get(s, 0) for s in before) / max(len(before), 1)
         mean = sum(rate.get(s, 0) for s in during) / max(len(during), 1)
         ratio.append(mean / base if base else 0.0)
-    label = "no streaming" if fragment == "0" else f"{int(fragment) // 1048576} MB fragments"
+    label = variant_label(fragment)
     outcome = "committed" if status == 0 else f"FAILED (exit {status})"
     print(
         f"{provider} {label}: UPDATE {end - begin:.1f} s, {outcome}; all nodes caught up {settled - end:.1f} s later; "
         f"stalled s {','.join(map(str, stalled))}; "
         f"rate during/before {','.join(f'{r:.2f}' for r in ratio)}"
     )
+
+
+def variant_label(fragment):
+    """'no streaming', '1 MB fragments', '256 KB fragments' for a fragment size in bytes."""
+    size = int(fragment)
+    if size == 0:
+        return "no streaming"
+    if size % 1048576 == 0:
+        return f"{size // 1048576} MB fragments"
+    return f"{size // 1024} KB fragments" if size % 1024 == 0 else f"{size} B fragments"
 
 
 def chart(directory, provider):
@@ -119,7 +129,7 @@ def chart(directory, provider):
         peak = max([max(r.values(), default=0) for r in commits.values()] + [1])
         x = lambda s: left + s * panel_w / max(seconds, 1)  # noqa: E731
         y = lambda v: y0 + panel_h - v * panel_h / peak  # noqa: E731
-        label = "no streaming" if fragment == "0" else f"{int(fragment) // 1048576} MB fragments"
+        label = variant_label(fragment)
         if status != 0:
             label += f" (UPDATE failed, exit {status})"
         out.append(

@@ -129,9 +129,11 @@ impl Application for ServerCallbacks {
         };
         let meta = c_meta(&request.meta);
         let mut exit_loop = false;
+        let raised = crate::priority::Raised::by(request.boost);
         // SAFETY: every pointer refers to a local that outlives the call.
         let rc =
             unsafe { (self.apply_cb)(recv.0 as *mut c_void, &handle, request.flags, &data, &meta, &mut exit_loop) };
+        drop(raised);
         if rc == 0 {
             Ok(Applied { exit_loop })
         } else {

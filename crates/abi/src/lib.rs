@@ -4,6 +4,7 @@
 //! results back and catches every panic (logged, turned into an error status).
 mod application;
 mod logger;
+mod priority;
 mod types;
 
 use application::{c_gtid, c_meta, rust_gtid, ServerCallbacks};

@@ -52,6 +52,9 @@ pub struct ApplyRequest<'a> {
     pub flags: u32,
     pub data: &'a [u8],
     pub meta: TrxMeta,
+    /// Nice levels above its own the applying thread runs at until the apply returns
+    /// (`repl.applier_boost`, for writesets that hold commit order long); 0: as it is.
+    pub boost: i32,
 }
 
 /// The application's answer to an apply: whether this applier thread should leave `recv`.

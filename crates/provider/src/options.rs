@@ -114,6 +114,9 @@ const SPECS: &[Spec] = &[
     opt("pc.weight", Kind::Within(0, 255), "1"),
     opt("protonet.backend", Kind::Text, "asio"),
     opt("protonet.version", Kind::Integer, "0"),
+    // Ours, not Galera's: nice levels an applier rises by while it applies a streaming
+    // fragment or a big writeset. See docs/design/applier-priority.md.
+    opt("repl.applier_boost", Kind::Within(0, 20), "10"),
     opt("repl.causal_read_timeout", Kind::Period, "PT30S"),
     opt("repl.commit_order", Kind::Integer, "3"),
     opt("repl.key_format", Kind::Text, "FLAT8"),

@@ -4,7 +4,7 @@
 //! Writesets take a global seqno; control messages are ordered among them but take none
 //! (see docs/design/replication.md).
 use crate::certification::{Chains, ChainsBuilder, KeySlice};
-use crate::types::{Gtid, Seqno, SourceTrx, Uuid};
+use crate::types::{flags, Gtid, Seqno, SourceTrx, Uuid};
 use lockstep_group::codec::{extend_in_small_steps, trim_slack, DecodeError, Reader, Writer};
 use lockstep_group::MemberId;
 
@@ -194,7 +194,19 @@ impl Outgoing {
     }
 }
 
+/// A writeset of at least this many bytes takes long enough to apply that what is ordered
+/// after it notices the wait (the group orders it in parts from this size on, too).
+const LONG_APPLY_BYTES: usize = 1 << 20;
+
 impl Writeset {
+    /// Whether applying it holds commit order long: a streaming fragment that does not end
+    /// its transaction (one after another, each applied before anything ordered after it
+    /// commits) or a big writeset. Appliers run these at a higher priority
+    /// (`repl.applier_boost`, docs/design/applier-priority.md).
+    pub fn holds_commit_order_long(&self) -> bool {
+        self.flags & flags::TRX_END == 0 || self.data.len() >= LONG_APPLY_BYTES
+    }
+
     /// The bytes that travel. A local transaction's writeset, however big, is collected in
     /// them from the start (`WritesetBuilder`); this copies the data of the few others
     /// (rollback fragments, tests).
@@ -353,6 +365,28 @@ mod tests {
 
     fn chains_of(keys: &KeySet) -> ChainsBuilder {
         ChainsBuilder::of(keys.as_slice())
+    }
+
+    #[test]
+    fn fragments_that_do_not_end_their_transaction_and_big_writesets_hold_commit_order_long() {
+        let ws = |flags: u32, bytes: usize| Writeset {
+            source: SourceTrx { node: Uuid::random(), trx_id: 7, conn_id: 9 },
+            local_id: 1,
+            last_seen: -1,
+            flags,
+            chains: Chains::default(),
+            key_bytes: 0,
+            data: vec![0; bytes],
+        };
+        let whole = flags::TRX_START | flags::TRX_END;
+        assert!(!ws(whole, 100).holds_commit_order_long());
+        assert!(!ws(whole | flags::ISOLATION, 100).holds_commit_order_long());
+        assert!(ws(whole, LONG_APPLY_BYTES).holds_commit_order_long());
+        // A streaming transaction's first and middle fragments; its last commits it.
+        assert!(ws(flags::TRX_START, 100).holds_commit_order_long());
+        assert!(ws(0, 100).holds_commit_order_long());
+        assert!(!ws(flags::TRX_END, 100).holds_commit_order_long());
+        assert!(!ws(flags::TRX_END | flags::ROLLBACK, 0).holds_commit_order_long());
     }
 
     #[test]

@@ -728,7 +728,8 @@ impl<W: Clone + PartialEq> Core<W> {
                 // chose one. That donor's state came, but this node refused its stream: it
                 // cannot continue from it, and stops rather than wait forever.
                 log::error!(
-                    "state transfer result {position} (rcode {rcode}) arrived after this node found no donor                      for its request: it cannot tell where that state ends; restart it to rejoin"
+                    "state transfer result {position} (rcode {rcode}) arrived after this node found no donor \
+                     for its request: it cannot tell where that state ends; restart it to rejoin"
                 );
                 self.set_phase(Phase::Joining(Handshake::Received { position, rcode: -1 }));
                 Status::Ok

@@ -111,6 +111,9 @@ pub struct Settings {
     /// A certification checkpoint is kept at least every this many writeset bytes: a small
     /// part of `gcache.size`, so that the cache still holds the order after the last one.
     pub checkpoint_bytes: u64,
+    /// `repl.applier_boost`: nice levels an applier rises by while it applies a writeset
+    /// that holds commit order long (`Writeset::holds_commit_order_long`).
+    pub applier_boost: i32,
 }
 
 /// Galera's rule (wsrep-behaviour.md §1.2 step 5): the saved seqno after a clean stop, the

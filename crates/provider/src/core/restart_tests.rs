@@ -30,6 +30,7 @@ fn restarted_at(position: Gtid, members: &[MemberId]) -> (Core<u32>, u64) {
         log_conflicts: false,
         max_writeset_bytes: 1 << 20,
         checkpoint_bytes: 1 << 20,
+        applier_boost: 0,
     };
     let mut core = Core::new(settings, position, false);
     let generation = connect(&mut core);

@@ -25,6 +25,7 @@ fn settings() -> Settings {
         log_conflicts: false,
         max_writeset_bytes: 1 << 20,
         checkpoint_bytes: 1 << 20,
+        applier_boost: 0,
     }
 }
 

@@ -267,7 +267,10 @@ impl Provider {
         if self.turn(generation, depends_on, seqno) != Turn::Go {
             return Ok(false);
         }
-        let group = self.lock_core().group();
+        let (group, boost) = {
+            let core = self.lock_core();
+            (core.group(), if ws.holds_commit_order_long() { core.settings().applier_boost } else { 0 })
+        };
         let meta = TrxMeta { gtid: Gtid::new(group, seqno), source: ws.source, depends_on };
         let ws_flags = if failed { ws.flags | flags::ROLLBACK } else { ws.flags };
         let request = ApplyRequest {
@@ -275,6 +278,7 @@ impl Provider {
             flags: ws_flags,
             data: &ws.data,
             meta,
+            boost,
         };
         let result = self.app.apply(ctx, &request);
         // Keep the order moving even if the application did not leave commit order.

@@ -146,6 +146,8 @@ impl Provider {
             flags: plan.flags,
             data: &plan.data,
             meta: plan.meta,
+            // A client's thread: it runs as the server runs it.
+            boost: 0,
         };
         let result = self.app.apply(ctx, &request);
         self.with_core(|core| core.replay_ended(result.is_ok()));

@@ -312,6 +312,7 @@ impl Node {
             log_conflicts: false,
             max_writeset_bytes: 1 << 20,
             checkpoint_bytes: self.workload.checkpoint_bytes,
+            applier_boost: 0,
         };
         let mut core = Core::new(settings, position, safe);
         core.observe();
