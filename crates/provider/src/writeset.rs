@@ -199,10 +199,10 @@ impl Outgoing {
 const LONG_APPLY_BYTES: usize = 1 << 20;
 
 impl Writeset {
-    /// Whether applying it holds commit order long: a streaming fragment that does not end
-    /// its transaction (one after another, each applied before anything ordered after it
-    /// commits) or a big writeset. Appliers run these at a higher priority
-    /// (`repl.applier_boost`, docs/design/applier-priority.md).
+    /// Whether applying it holds commit order long: a streaming fragment that does not
+    /// commit its transaction (one after another, each applied before anything ordered after
+    /// it commits; a rollback fragment undoes all of them) or a big writeset. Appliers run
+    /// these at a higher priority (`repl.applier_boost`, docs/design/applier-priority.md).
     pub fn holds_commit_order_long(&self) -> bool {
         self.flags & flags::TRX_END == 0 || self.data.len() >= LONG_APPLY_BYTES
     }
@@ -385,8 +385,9 @@ mod tests {
         // A streaming transaction's first and middle fragments; its last commits it.
         assert!(ws(flags::TRX_START, 100).holds_commit_order_long());
         assert!(ws(0, 100).holds_commit_order_long());
-        assert!(!ws(flags::TRX_END, 100).holds_commit_order_long());
-        assert!(!ws(flags::TRX_END | flags::ROLLBACK, 0).holds_commit_order_long());
+        assert!(!ws(flags::TRX_END | flags::PA_UNSAFE, 100).holds_commit_order_long());
+        // A rollback fragment, as a streaming transaction's origin sends it.
+        assert!(ws(flags::ROLLBACK | flags::PA_UNSAFE, 0).holds_commit_order_long());
     }
 
     #[test]

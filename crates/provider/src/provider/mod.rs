@@ -120,7 +120,7 @@ fn settings(options: &Options) -> Settings {
         log_conflicts: options.flag("cert.log_conflicts"),
         max_writeset_bytes: connection::max_writeset_bytes(options),
         checkpoint_bytes: connection::checkpoint_bytes(options),
-        applier_boost: options.size("repl.applier_boost").min(20) as i32,
+        applier_boost: options.integer("repl.applier_boost").clamp(0, 20) as i32,
     }
 }
 

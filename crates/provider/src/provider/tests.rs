@@ -76,6 +76,9 @@ impl Application for FakeServer {
         assert_eq!(provider.commit_order_enter(request.handle, &request.meta), Status::Ok);
         assert_eq!(provider.commit_order_leave(request.handle, &request.meta, b""), Status::Ok);
         self.record(format!("apply {} {:?}", request.meta.gtid.seqno, String::from_utf8_lossy(request.data)));
+        if request.boost != 0 {
+            self.record(format!("boost {} {}", request.meta.gtid.seqno, request.boost));
+        }
         Ok(Applied { exit_loop: false })
     }
 }
@@ -419,6 +422,26 @@ fn a_rollback_fragment_is_applied_everywhere_including_its_origin() {
     node.wait_for(|calls| calls.iter().any(|c| c == "apply 3 \"\""));
     assert_eq!(node.last_committed(), 3);
     assert_eq!(node.provider.release(handle(60)), Status::Ok);
+}
+
+#[test]
+fn a_rollback_fragment_is_applied_with_the_boost_set_at_the_time() {
+    let node = Node::bootstrap("applier-boost");
+    assert!(node.provider.options_get().contains("repl.applier_boost = 10;"));
+    assert_eq!(node.provider.options_set("repl.applier_boost=7"), Ok(()));
+    for (trx, boost) in [(70, Some(7)), (71, None)] {
+        let (h, status, first) = fragment(&node, trx, 1, flags::TRX_START);
+        assert_eq!(status, Status::Ok);
+        commit(&node, h, &first);
+        assert_eq!(node.provider.rollback(trx, Vec::new()), Status::Ok);
+        let rollback = first.gtid.seqno + 1;
+        node.wait_for(|calls| calls.iter().any(|c| *c == format!("apply {rollback} \"\"")));
+        let boosted =
+            node.server.calls().iter().find_map(|c| c.strip_prefix(&format!("boost {rollback} ")).map(str::to_owned));
+        assert_eq!(boosted, boost.map(|b: i32| b.to_string()), "trx {trx}");
+        assert_eq!(node.provider.release(handle(trx)), Status::Ok);
+        assert_eq!(node.provider.options_set("repl.applier_boost=0"), Ok(()));
+    }
 }
 
 #[test]
