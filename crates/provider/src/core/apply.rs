@@ -1360,9 +1360,11 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         if let (Some(r), true) = (record, rcode < 0) {
             let failure = Control::TransferFailed { joiner: r.joiner, id: r.request_id, rcode };
-            // A report that is not ordered (this node left the primary component meanwhile)
-            // is not sent again: the joiner then waits for its own SST script to give up.
-            self.effects.send.push((failure, 0));
+            // A report that is not ordered (a leader change, or this node left the primary
+            // component meanwhile) is sent again once primary: the joiner's own script may
+            // never give up. One ordered twice finds the joiner's request already ended.
+            self.ordering.unordered_failures.push((r.joiner, r.request_id, rcode));
+            self.effects.send.push((failure, super::ordering::TRANSFER_FAILED_TAG));
         }
         self.announce_synced();
     }

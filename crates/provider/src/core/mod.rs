@@ -297,6 +297,11 @@ struct Ordering<W> {
     index_from_group: bool,
     /// Our synced announcement was not ordered: it is sent again.
     announce_synced_again: bool,
+    /// Failures of our donations reported to the group and not yet seen ordered (joiner,
+    /// request id, code); `report_failures_again`: one was not ordered, and they are sent
+    /// again once primary (a joiner whose donor's failure is lost waits for its own script).
+    unordered_failures: Vec<(MemberId, u64, i32)>,
+    report_failures_again: bool,
     /// Control messages taken since the last numbered delivery.
     controls_after: u32,
     /// The restored checkpoint covers the order through this numbered delivery and this
@@ -325,6 +330,8 @@ impl<W> Default for Ordering<W> {
             last_cut: None,
             index_from_group: false,
             announce_synced_again: false,
+            unordered_failures: Vec::new(),
+            report_failures_again: false,
             controls_after: 0,
             restored: None,
             last_checkpoint: None,

@@ -16,6 +16,8 @@ use lockstep_group::{Delivered, DeliveredKind, MemberId, SubmitError};
 /// The tag of our synced announcements: the group reports their failures with it (writesets
 /// and barriers take their tags from the local ids, which start at 1).
 pub const SYNCED_TAG: u64 = u64::MAX;
+/// The tag of our donations' failures (see `Core::end_donation`).
+pub(super) const TRANSFER_FAILED_TAG: u64 = u64::MAX - 2;
 
 /// A member reports its commit cut when it moved this far, or after `CUT_INTERVAL_MS`.
 const CUT_STEP: Seqno = 256;
@@ -206,6 +208,11 @@ impl<W: Clone + PartialEq> Core<W> {
         if primary && std::mem::take(&mut self.ordering.announce_synced_again) {
             self.announce_synced();
         }
+        if primary && std::mem::take(&mut self.ordering.report_failures_again) {
+            for &(joiner, id, rcode) in &self.ordering.unordered_failures {
+                self.effects.send.push((Control::TransferFailed { joiner, id, rcode }, TRANSFER_FAILED_TAG));
+            }
+        }
         if primary {
             self.resend_rollbacks();
         }
@@ -234,6 +241,12 @@ impl<W: Clone + PartialEq> Core<W> {
         if local_id == SYNCED_TAG {
             // Nothing else makes this member synced: say it again once primary.
             self.ordering.announce_synced_again = true;
+            return;
+        }
+        if local_id == TRANSFER_FAILED_TAG {
+            // Found by the provider simulator (seed 8869 of 10 000): a failure lost in a
+            // leader change left its joiner waiting with the stream in and no result.
+            self.ordering.report_failures_again = true;
             return;
         }
         if local_id == super::flow::FLOW_TAG {
@@ -821,6 +834,9 @@ impl<W: Clone + PartialEq> Core<W> {
                     return;
                 }
                 let Some(c) = self.connection.as_ref() else { return };
+                if origin == me {
+                    self.ordering.unordered_failures.retain(|f| (f.0, f.1) != (joiner, id));
+                }
                 // Galera's words, on every member: operators and MariaDB's tests know them.
                 log::warn!("{}", transfer_failed_line(&c.view.members, origin, joiner, rcode));
                 self.donor_failed(joiner, id, rcode);

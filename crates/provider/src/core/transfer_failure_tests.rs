@@ -4,12 +4,13 @@
 //! replaced instead (docs/design/donor-left-mid-transfer.md). Once the donor's stream is in,
 //! its gap may be handed over in batches (docs/design/joiner-gap-on-disk.md).
 use super::apply::{DONOR_SEARCH_MS, NEW_SCRIPTS_MAX, SCRIPT_VERDICT_MS};
+use super::ordering::TRANSFER_FAILED_TAG;
 use super::phase::{CatchUp, Handshake, Phase};
 use super::*;
 use crate::ist::Preload;
 use crate::state_transfer::DONATION_REFUSED;
 use crate::writeset::Control;
-use lockstep_group::View;
+use lockstep_group::{SubmitError, View};
 
 const HISTORY: Uuid = Uuid([7; 16]);
 const DONOR: MemberId = MemberId(1);
@@ -296,6 +297,37 @@ fn a_donor_tells_the_group_when_its_transfer_fails_and_only_then() {
     // A failure for no donation in progress reports nothing.
     core.donation_ended(Gtid::new(HISTORY, -1), -32);
     assert_eq!(sent(&mut core), [SYNCED]);
+}
+
+/// The donors' failures among the effects.
+fn failures_sent(core: &mut Core<u32>) -> Vec<Control> {
+    let sent = core.take_effects().send.into_iter().map(|(c, _)| c);
+    sent.filter(|c| matches!(c, Control::TransferFailed { .. })).collect()
+}
+
+#[test]
+fn a_donors_failure_that_was_not_ordered_is_reported_again_until_it_is() {
+    let (mut core, donation) = donating();
+    let generation = core.generation();
+    core.donation_started(&donation, false);
+    core.donation_refused(&donation, DONATION_REFUSED);
+    let reported = core.take_effects().send;
+    assert!(reported.contains(&(failure(JOINER, REQUEST, DONATION_REFUSED), TRANSFER_FAILED_TAG)));
+    let primary = test_status(DONOR, true, &[DONOR, JOINER]);
+    core.on_group_status(generation, &primary, 1_000);
+    assert_eq!(failures_sent(&mut core), [], "nothing lost, nothing sent again");
+    // Lost in a leader change (seeds 4431 and 8869 of the provider simulator): the joiner,
+    // its stream in, would wait for a result that never comes.
+    core.on_submit_failed(generation, TRANSFER_FAILED_TAG, SubmitError::Retry);
+    core.on_group_status(generation, &test_status(DONOR, false, &[DONOR]), 2_000);
+    assert_eq!(failures_sent(&mut core), [], "not while out of the primary component");
+    core.on_group_status(generation, &primary, 3_000);
+    assert_eq!(failures_sent(&mut core), [failure(JOINER, REQUEST, DONATION_REFUSED)]);
+    // Ordered at last: never again.
+    core.on_delivered(generation, 2, control(DONOR, failure(JOINER, REQUEST, DONATION_REFUSED)), live());
+    core.on_submit_failed(generation, TRANSFER_FAILED_TAG, SubmitError::Retry);
+    core.on_group_status(generation, &primary, 4_000);
+    assert_eq!(failures_sent(&mut core), []);
 }
 
 #[test]
