@@ -121,6 +121,11 @@ impl<W: Clone + PartialEq> Core<W> {
         // Under a new member id they would never come back as ours: the server's view
         // handling rolls back what the old member left open.
         self.ordering.rollbacks.clear();
+        // What the old member failed to get ordered is not the new one's to say: a synced
+        // announcement sent again would make a joiner a donor candidate before its transfer.
+        self.ordering.announce_synced_again = false;
+        self.ordering.report_failures_again = false;
+        self.ordering.unordered_failures.clear();
         self.synced_before_loss = false;
         self.server_view = None;
         self.save_state(Gtid::new(self.position.uuid, SEQNO_UNDEFINED));

@@ -4,7 +4,7 @@
 //! replaced instead (docs/design/donor-left-mid-transfer.md). Once the donor's stream is in,
 //! its gap may be handed over in batches (docs/design/joiner-gap-on-disk.md).
 use super::apply::{DONOR_SEARCH_MS, NEW_SCRIPTS_MAX, SCRIPT_VERDICT_MS};
-use super::ordering::TRANSFER_FAILED_TAG;
+use super::ordering::{SYNCED_TAG, TRANSFER_FAILED_TAG};
 use super::phase::{CatchUp, Handshake, Phase};
 use super::*;
 use crate::ist::Preload;
@@ -300,9 +300,13 @@ fn a_donor_tells_the_group_when_its_transfer_fails_and_only_then() {
 }
 
 /// The donors' failures among the effects.
+/// The messages of one kind among the effects.
+fn sent_of(core: &mut Core<u32>, kind: fn(&Control) -> bool) -> Vec<Control> {
+    core.take_effects().send.into_iter().map(|(c, _)| c).filter(kind).collect()
+}
+
 fn failures_sent(core: &mut Core<u32>) -> Vec<Control> {
-    let sent = core.take_effects().send.into_iter().map(|(c, _)| c);
-    sent.filter(|c| matches!(c, Control::TransferFailed { .. })).collect()
+    sent_of(core, |c| matches!(c, Control::TransferFailed { .. }))
 }
 
 #[test]
@@ -331,6 +335,23 @@ fn a_donors_failure_that_was_not_ordered_is_reported_again_until_it_is() {
 }
 
 #[test]
+fn what_a_closed_connection_failed_to_get_ordered_is_not_sent_by_the_next() {
+    let (mut core, donation) = donating();
+    let generation = core.generation();
+    core.donation_started(&donation, false);
+    core.donation_refused(&donation, DONATION_REFUSED);
+    core.take_effects();
+    core.on_submit_failed(generation, TRANSFER_FAILED_TAG, SubmitError::Retry);
+    core.on_submit_failed(generation, SYNCED_TAG, SubmitError::Retry);
+    core.close("connection lost");
+
+    // The server connects again in the same process, as a joiner under a new member id.
+    let generation = open(&mut core, OTHER, false);
+    core.on_group_status(generation, &test_status(OTHER, true, &[DONOR, OTHER]), 5_000);
+    assert_eq!(sent_of(&mut core, |c| matches!(c, Control::TransferFailed { .. } | Control::Synced { .. })), []);
+}
+
+#[test]
 fn with_two_donations_under_way_only_a_failure_that_names_its_donation_is_reported() {
     let (mut core, first) = donating();
     let second = Donation { joiner: MemberId(3), request_id: 99, ..donating().1 };
@@ -356,8 +377,7 @@ fn donor_gone() -> lockstep_group::Status {
 
 /// The state requests among the effects.
 fn requests(core: &mut Core<u32>) -> Vec<Control> {
-    let sent = core.take_effects().send.into_iter().map(|(c, _)| c);
-    sent.filter(|c| matches!(c, Control::StateRequest { .. })).collect()
+    sent_of(core, |c| matches!(c, Control::StateRequest { .. }))
 }
 
 #[test]
