@@ -1,6 +1,8 @@
 //! The server's callbacks (`wsrep_init_args`) behind the provider's `Application` trait.
 use crate::types::*;
-use lockstep_provider::application::{Application, Applied, ApplyRequest, CallbackFailed, RecvCtx, View};
+use lockstep_provider::application::{
+    Application, Applied, ApplyRequest, CallbackFailed, RecvCtx, ThreadSchedule, View,
+};
 use lockstep_provider::types::{Gtid, TrxMeta, Uuid};
 use std::ffi::{c_char, c_void};
 
@@ -188,5 +190,9 @@ impl Application for ServerCallbacks {
             libc::signal(libc::SIGABRT, libc::SIG_DFL);
         }
         std::process::abort()
+    }
+
+    fn set_thread_schedule(&self, schedule: ThreadSchedule) -> Result<(), String> {
+        crate::priority::set_schedule(schedule)
     }
 }

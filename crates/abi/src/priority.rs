@@ -1,6 +1,7 @@
 //! An applier thread's CPU priority while it applies a writeset that holds commit order
 //! long (docs/design/applier-priority.md): raised by the nice levels the provider asks for,
 //! as far as the process may, and put back when the apply returns.
+use lockstep_provider::application::{SchedulePolicy, ThreadSchedule};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Logged once per process: a server without CAP_SYS_NICE (or an RLIMIT_NICE that allows
@@ -65,6 +66,22 @@ impl Drop for Raised {
             // matters to threads created at a negative nice value.
             set_policy(self.thread, libc::SCHED_OTHER);
         }
+    }
+}
+
+/// Gives the calling thread `schedule`'s policy and priority (`gcomm.thread_prio`).
+pub fn set_schedule(schedule: ThreadSchedule) -> Result<(), String> {
+    let policy = match schedule.policy {
+        SchedulePolicy::Other => libc::SCHED_OTHER,
+        SchedulePolicy::Fifo => libc::SCHED_FIFO,
+        SchedulePolicy::RoundRobin => libc::SCHED_RR,
+    };
+    let param = libc::sched_param { sched_priority: schedule.priority };
+    // SAFETY: id 0 is the calling thread; `param` is a local that outlives the call.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().to_string())
     }
 }
 
@@ -143,6 +160,22 @@ mod tests {
         let child = std::thread::spawn(own_nice).join().unwrap();
         drop(raised);
         assert_eq!(child, 0);
+    }
+
+    #[test]
+    fn a_thread_takes_the_schedule_asked_or_keeps_its_own_with_the_reason() {
+        // SAFETY: sched_getscheduler reads the calling thread's policy; no memory is passed.
+        let policy = || unsafe { libc::sched_getscheduler(0) } & !libc::SCHED_RESET_ON_FORK;
+        let rr = ThreadSchedule { policy: SchedulePolicy::RoundRobin, priority: 1 };
+        let other = ThreadSchedule { policy: SchedulePolicy::Other, priority: 0 };
+        // On threads of their own: the test harness's threads keep theirs.
+        let (taken, after) = std::thread::spawn(move || (set_schedule(rr), policy())).join().unwrap();
+        match taken {
+            Ok(()) => assert_eq!(after, libc::SCHED_RR),
+            Err(why) => assert!(after == libc::SCHED_OTHER && !why.is_empty()),
+        }
+        // The ordinary policy is always allowed.
+        assert_eq!(std::thread::spawn(move || set_schedule(other)).join().unwrap(), Ok(()));
     }
 
     #[test]

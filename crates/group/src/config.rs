@@ -62,6 +62,42 @@ pub struct GroupConfig {
     /// deflated, so a link between sites carries fewer bytes, for some CPU at both ends.
     /// Peers read compressed messages whatever their own setting.
     pub compress: bool,
+    /// Run first on every thread this layer starts (`gcomm.thread_prio`).
+    pub thread_start: ThreadStart,
+}
+
+/// What every thread of the group layer runs before its work: the provider gives them the
+/// scheduling policy `gcomm.thread_prio` asks for, as Galera gives its gcomm thread. Nothing
+/// by default.
+#[derive(Clone, Default)]
+pub struct ThreadStart(Option<std::sync::Arc<dyn Fn() + Send + Sync>>);
+
+impl ThreadStart {
+    pub fn new(start: impl Fn() + Send + Sync + 'static) -> Self {
+        Self(Some(std::sync::Arc::new(start)))
+    }
+
+    /// Spawns a named thread that runs this first, then `body`.
+    pub(crate) fn spawn<T: Send + 'static>(
+        &self,
+        name: String,
+        body: impl FnOnce() -> T + Send + 'static,
+    ) -> std::io::Result<std::thread::JoinHandle<T>> {
+        let start = self.0.clone();
+        std::thread::Builder::new().name(name).spawn(move || {
+            if let Some(start) = start {
+                // A panic there is logged; the thread does its work all the same.
+                let _ = crate::guarded(|| start());
+            }
+            body()
+        })
+    }
+}
+
+impl std::fmt::Debug for ThreadStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "ThreadStart(set)" } else { "ThreadStart(none)" })
+    }
 }
 
 impl GroupConfig {
@@ -82,6 +118,7 @@ impl GroupConfig {
             gcache_bytes: 128 << 20,
             ignore_split_brain: false,
             compress: false,
+            thread_start: ThreadStart::default(),
         }
     }
 

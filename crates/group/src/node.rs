@@ -12,7 +12,7 @@
 //! closes. Nothing waits forever on work nobody will do.
 
 use crate::cache::{FileStore, LogStore};
-use crate::config::GroupConfig;
+use crate::config::{GroupConfig, ThreadStart};
 use crate::member::{CacheRead, Member, Status};
 use crate::message::{Body, Message};
 use crate::transport::{Tls, TlsError, Transport};
@@ -389,11 +389,10 @@ impl GroupNode {
         let incoming = Arc::downgrade(&engine);
         let transport = Arc::new(Transport::start(
             config.info.id,
-            &config.group.cluster_name,
+            &config.group,
             &config.listen,
             crate::config::RECORD_LIMIT_BYTES,
             tls.clone(),
-            config.group.compress,
             move |m| {
                 // Idle, the reader processes it (no hand-off); busy, the ticker takes it and
                 // the reader goes back to its socket at once.
@@ -422,6 +421,7 @@ impl GroupNode {
         let driver = Driver {
             member,
             cache,
+            thread_start: config.group.thread_start.clone(),
             transport: transport.clone(),
             sink: Some(sink),
             away: None,
@@ -439,7 +439,7 @@ impl GroupNode {
         *slot = Some(driver);
         drop(slot);
         let ticking = engine.clone();
-        let ticker = thread::Builder::new().name(format!("{}-ticker", config.info.id)).spawn(move || {
+        let ticker = config.group.thread_start.spawn(format!("{}-ticker", config.info.id), move || {
             while !ticking.stopping.load(Ordering::SeqCst) {
                 thread::park_timeout(ticking.next_tick());
                 // A round even with nothing queued: timeouts, periodic work.
@@ -704,6 +704,8 @@ type Returned = Result<(Box<dyn DeliverySink>, Outbox, bool), String>;
 struct Driver {
     member: Member<FileStore>,
     cache: CacheSettings,
+    /// Run first on the threads it starts (`GroupConfig::thread_start`).
+    thread_start: ThreadStart,
     transport: Arc<Transport>,
     /// `None` while a big delivery has it on another thread (`away`).
     sink: Option<Box<dyn DeliverySink>>,
@@ -920,8 +922,7 @@ impl Driver {
     fn send_away(&mut self, mut sink: Box<dyn DeliverySink>, d: Delivered, replayed: bool, status: &Status) {
         let (tx, rx) = mpsc::sync_channel(1);
         let (status, engine) = (status.clone(), self.engine.clone());
-        let thread = thread::Builder::new().name("lockstep-big-delivery".to_owned());
-        let spawned = thread.spawn(move || {
+        let spawned = self.thread_start.spawn("lockstep-big-delivery".to_owned(), move || {
             let mut outbox = Outbox::default();
             let returned = crate::guarded(move || {
                 let room = sink.deliver(d, replayed, &status, &mut outbox);

@@ -65,6 +65,32 @@ pub struct Applied {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallbackFailed(pub &'static str);
 
+/// A thread's scheduling (`gcomm.thread_prio`, for the group layer's threads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadSchedule {
+    pub policy: SchedulePolicy,
+    /// 0 for `Other`, 1-99 for the real-time policies.
+    pub priority: i32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedulePolicy {
+    Other,
+    Fifo,
+    RoundRobin,
+}
+
+impl std::fmt::Display for ThreadSchedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let policy = match self.policy {
+            SchedulePolicy::Other => "other",
+            SchedulePolicy::Fifo => "fifo",
+            SchedulePolicy::RoundRobin => "rr",
+        };
+        write!(f, "{policy}:{}", self.priority)
+    }
+}
+
 pub trait Application: Send + Sync {
     fn connected(&self, view: &View) -> Result<(), CallbackFailed>;
     fn view(&self, recv: RecvCtx, view: &View) -> Result<(), CallbackFailed>;
@@ -82,5 +108,10 @@ pub trait Application: Send + Sync {
     /// server's crash report stays out of its log (a shell sees exit status 134).
     fn abort_process(&self) -> ! {
         std::process::abort()
+    }
+    /// Gives the calling thread `schedule`; the error says why it cannot. Called on the
+    /// group layer's threads as they start (the system calls live in the ABI layer).
+    fn set_thread_schedule(&self, schedule: ThreadSchedule) -> Result<(), String> {
+        Err(format!("{schedule}: not supported by this application"))
     }
 }

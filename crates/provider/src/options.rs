@@ -5,6 +5,7 @@
 //! refused too. Hidden options (runtime triggers and TLS settings) are accepted but, as in
 //! Galera, not echoed: mtr compares the echoed string before and after a test. Triggers
 //! (`socket.ssl_reload`) are checked but never stored: see [`triggered`].
+use crate::application::{SchedulePolicy, ThreadSchedule};
 use crate::types::ParseError;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,6 +22,9 @@ enum Kind {
     Size,
     /// ISO 8601 duration such as `PT30S` or `P1D`.
     Period,
+    /// A thread scheduling policy and priority, `other:0`, `fifo:N` or `rr:N` (N 1-99);
+    /// empty for the system's default.
+    Schedule,
 }
 
 struct Spec {
@@ -43,6 +47,10 @@ const fn hidden(name: &'static str, kind: Kind, default: &'static str) -> Spec {
 const fn trigger(name: &'static str, kind: Kind) -> Spec {
     Spec { name, kind, default: "", hidden: true, trigger: true }
 }
+
+/// Options the running node cannot change: `gcomm.thread_prio` is given to the group's
+/// threads as they start.
+const START_ONLY: &[&str] = &["gcomm.thread_prio"];
 
 /// Defaults that depend on the node (`base_*`, directories, listen addresses) are filled in
 /// by [`Options::new`]; `""` here means "derived".
@@ -82,7 +90,7 @@ const SPECS: &[Spec] = &[
     // Ours, not Galera's: fdatasync the group log before anything depending on it is sent
     // or acknowledged. See docs/design/group-durability-sync-before-send.md.
     opt("gcache.sync", Kind::Bool, "no"),
-    opt("gcomm.thread_prio", Kind::Text, ""),
+    opt("gcomm.thread_prio", Kind::Schedule, ""),
     opt("gcs.fc_debug", Kind::Integer, "0"),
     opt("gcs.fc_factor", Kind::Float, "1.0"),
     opt("gcs.fc_limit", Kind::Integer, "16"),
@@ -194,6 +202,16 @@ impl Options {
 
     /// Applies `key=value;key=value`. All or nothing: on error nothing changes.
     pub fn apply(&mut self, text: &str) -> Result<(), OptionError> {
+        self.apply_with(text, false)
+    }
+
+    /// The same for `SET GLOBAL wsrep_provider_options`: options read only at start or
+    /// connect are refused, as Galera refuses them.
+    pub fn apply_at_runtime(&mut self, text: &str) -> Result<(), OptionError> {
+        self.apply_with(text, true)
+    }
+
+    fn apply_with(&mut self, text: &str, runtime: bool) -> Result<(), OptionError> {
         let mut updated = self.clone();
         let mut listen_addr_given = false;
         for item in split_items(text) {
@@ -207,6 +225,12 @@ impl Options {
                 .ok_or_else(|| OptionError(format!("Unknown parameter '{key}'")))?;
             check_value(spec.kind, value)
                 .map_err(|e| OptionError(format!("bad value for provider option '{key}': {e}")))?;
+            // Its own value again is no change (a saved `@@wsrep_provider_options` restored whole).
+            if runtime && START_ONLY.contains(&spec.name) && value != self.values[spec.name] {
+                return Err(OptionError(format!(
+                    "'{key}' cannot be changed at runtime: it is read when the node connects"
+                )));
+            }
             if spec.trigger {
                 continue;
             }
@@ -251,6 +275,11 @@ impl Options {
     pub fn size(&self, key: &str) -> u64 {
         parse_size(self.get(key)).unwrap_or(u64::MAX)
     }
+
+    /// A schedule option's value; `None` for the system's default (empty).
+    pub fn schedule(&self, key: &str) -> Option<ThreadSchedule> {
+        parse_schedule(self.get(key)).flatten()
+    }
 }
 
 /// The triggers `text` (as given to [`Options::apply`]) sets to a true value, such as
@@ -291,12 +320,14 @@ fn check_value(kind: Kind, value: &str) -> Result<(), ParseError> {
         Kind::Float => value.parse::<f64>().is_ok_and(f64::is_finite),
         Kind::Size => parse_size(value).is_some(),
         Kind::Period => parse_period(value).is_some(),
+        Kind::Schedule => parse_schedule(value).is_some(),
     };
     if ok {
         Ok(())
     } else {
         let expected = match kind {
             Kind::Within(low, high) => format!("an integer from {low} to {high}"),
+            Kind::Schedule => "a scheduling policy and priority: other:0, fifo:1-99 or rr:1-99".to_owned(),
             kind => format!("a valid {kind:?}").to_lowercase(),
         };
         Err(ParseError(format!("'{value}' is not {expected}")))
@@ -309,6 +340,24 @@ pub fn parse_bool(value: &str) -> Option<bool> {
         "0" | "no" | "false" | "off" => Some(false),
         _ => None,
     }
+}
+
+/// `policy:priority` as Galera's `gcomm.thread_prio` takes it: `Some(None)` for an empty
+/// value (the system's default), `None` for one that is not valid.
+pub fn parse_schedule(value: &str) -> Option<Option<ThreadSchedule>> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Some(None);
+    }
+    let (policy, priority) = value.split_once(':')?;
+    let priority = priority.trim().parse::<i32>().ok()?;
+    let policy = match policy.trim() {
+        "other" if priority == 0 => SchedulePolicy::Other,
+        "fifo" if (1..=99).contains(&priority) => SchedulePolicy::Fifo,
+        "rr" if (1..=99).contains(&priority) => SchedulePolicy::RoundRobin,
+        _ => return None,
+    };
+    Some(Some(ThreadSchedule { policy, priority }))
 }
 
 pub fn parse_size(value: &str) -> Option<u64> {
@@ -430,6 +479,27 @@ mod tests {
         assert_eq!(parse_size("128M"), Some(128 << 20));
         assert_eq!(parse_size("1024"), Some(1024));
         assert_eq!(parse_size("5X"), None);
+    }
+
+    #[test]
+    fn thread_schedules_parse_as_galeras_gcomm_thread_prio() {
+        let rr = ThreadSchedule { policy: SchedulePolicy::RoundRobin, priority: 2 };
+        assert_eq!(parse_schedule("rr:2"), Some(Some(rr)));
+        assert_eq!(parse_schedule(""), Some(None));
+        assert_eq!(parse_schedule("other:0").flatten().map(|s| s.to_string()), Some("other:0".into()));
+        for bad in ["fifo", "fifo:0", "fifo:100", "other:5", "batch:0", "rr:x", ":1"] {
+            assert_eq!(parse_schedule(bad), None, "{bad}");
+        }
+        let mut o = options();
+        let err = o.apply("gcomm.thread_prio=fifo:0").unwrap_err();
+        assert!(err.0.contains("gcomm.thread_prio") && err.0.contains("fifo:1-99"), "{}", err.0);
+        o.apply("gcomm.thread_prio=fifo:3").unwrap();
+        assert_eq!(o.schedule("gcomm.thread_prio"), Some(ThreadSchedule { policy: SchedulePolicy::Fifo, priority: 3 }));
+        let err = o.apply_at_runtime("gcs.fc_limit=5; gcomm.thread_prio=rr:2").unwrap_err();
+        assert!(err.0.contains("cannot be changed at runtime"), "{}", err.0);
+        assert_eq!(o.get("gcs.fc_limit"), "16", "all or nothing");
+        let echoed = o.render();
+        o.apply_at_runtime(&echoed).expect("the node's own echo, set again");
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 use super::tls::{secure, Refusals, Side, Stream, Tls};
 use super::{read_hello, read_record, Hello, TransportError, HANDSHAKE_TIMEOUT, MAX_UNAUTHENTICATED, PROTOCOL_VERSION};
+use crate::config::{GroupConfig, ThreadStart};
 use crate::message::Message;
 use crate::record::{self, RecordKind};
 use crate::types::MemberId;
@@ -65,6 +66,8 @@ struct Shared {
     isolated: AtomicBool,
     /// Messages carrying writesets go deflated (`GroupConfig::compress`).
     compress: bool,
+    /// Run first on each of our threads (`GroupConfig::thread_start`).
+    thread_start: ThreadStart,
 }
 
 /// Messages carrying fewer writeset bytes than this go as they are: too little to gain.
@@ -228,21 +231,20 @@ fn encode(message: &Message, compress: bool) -> Vec<u8> {
 impl Transport {
     /// Listens on `listen` and hands every decoded message from a peer to `deliver`; with
     /// `tls`, every connection is TLS and a peer must show a certificate of the cluster's CA;
-    /// with `compress`, what this member sends with writesets in it goes deflated (it reads
+    /// with `group.compress`, what this member sends with writesets in it goes deflated (it reads
     /// both either way).
     pub fn start(
         me: MemberId,
-        cluster_name: &str,
+        group: &GroupConfig,
         listen: &str,
         limit_bytes: u32,
         tls: Option<Arc<Tls>>,
-        compress: bool,
         deliver: impl Fn(Message) + Send + Sync + 'static,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(listen)?;
         let local = listener.local_addr()?;
         let shared = Arc::new(Shared {
-            hello: Hello { protocol: PROTOCOL_VERSION, cluster_name: cluster_name.to_owned(), member: me },
+            hello: Hello { protocol: PROTOCOL_VERSION, cluster_name: group.cluster_name.clone(), member: me },
             limit_bytes,
             addresses: Mutex::new(BTreeMap::new()),
             stopping: AtomicBool::new(false),
@@ -250,11 +252,12 @@ impl Transport {
             refusals: Refusals::default(),
             unauthenticated: AtomicUsize::new(0),
             isolated: AtomicBool::new(false),
-            compress,
+            compress: group.compress,
+            thread_start: group.thread_start.clone(),
         });
         let deliver: Deliver = Arc::new(deliver);
         let acceptor_shared = shared.clone();
-        let acceptor = thread::Builder::new().name(format!("{me}-accept")).spawn(move || {
+        let acceptor = shared.thread_start.spawn(format!("{me}-accept"), move || {
             // Accepting must go on after a panic, or no peer could reach us again.
             while crate::guarded(|| accept_loop(&listener, &acceptor_shared, &deliver)).is_err() {
                 thread::sleep(RECONNECT_PAUSE);
@@ -280,7 +283,7 @@ impl Transport {
     pub fn discover(&self, address: &str, found: impl FnOnce(MemberId) + Send + 'static) {
         let (shared, seed) = (self.shared.clone(), address.to_owned());
         let me = shared.hello.member;
-        let spawned = thread::Builder::new().name(format!("{me}-discover")).spawn(move || {
+        let spawned = shared.thread_start.clone().spawn(format!("{me}-discover"), move || {
             let mut last_error = String::new();
             while !shared.stopping.load(Ordering::SeqCst) {
                 // A panic in an attempt is retried like any other failure to connect.
@@ -379,7 +382,7 @@ impl Transport {
         let outbound =
             Arc::new(Outbound { queue: Mutex::default(), wake: Condvar::new(), connection: Mutex::new(None) });
         let (shared, writing) = (self.shared.clone(), outbound.clone());
-        let spawned = thread::Builder::new().name(format!("{}-to-{to}", shared.hello.member)).spawn(move || {
+        let spawned = shared.thread_start.clone().spawn(format!("{}-to-{to}", shared.hello.member), move || {
             // A panic drops the connection and what was queued: Raft resends.
             let _ = crate::guarded(|| write_loop(to, &writing, &shared));
             writing.close();
@@ -468,7 +471,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, deliver: &Deliver) 
         let pending = Unauthenticated(shared.clone());
         let shared = shared.clone();
         let deliver = deliver.clone();
-        let spawned = thread::Builder::new().name(format!("{}-recv", shared.hello.member)).spawn(move || {
+        let spawned = shared.thread_start.clone().spawn(format!("{}-recv", shared.hello.member), move || {
             let peer = stream.peer_addr().ok();
             // A panic drops this connection (the stream goes with the closure); the peer
             // dials again and Raft resends.

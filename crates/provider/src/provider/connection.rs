@@ -3,10 +3,12 @@
 use super::sink::CoreSink;
 use super::{lock, Link, Provider};
 use crate::addresses::{AddressSettings, GroupAddresses};
+use crate::application::{SchedulePolicy, ThreadSchedule};
 use crate::checkpoint::Checkpoint;
 use crate::core::{member_uuid, Opening};
 use crate::options::Options;
 use crate::types::{Status, Uuid};
+use lockstep_group::config::ThreadStart;
 use lockstep_group::{Genesis, GroupConfig, GroupNode, MemberInfo, NodeConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,7 +20,7 @@ const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 impl Provider {
     /// `donors`: `wsrep_sst_donor`, the members to ask for state, in order of preference.
     pub fn connect(self: &Arc<Self>, cluster_name: &str, url: &str, donors: &str, bootstrap: bool) -> Status {
-        let (addresses, group_config, cache_dir, tls, sync_log) = {
+        let (addresses, mut group_config, cache_dir, tls, sync_log, schedule) = {
             let o = lock(&self.options);
             let settings = AddressSettings {
                 cluster_url: url,
@@ -44,8 +46,22 @@ impl Provider {
                     return Status::NodeFail;
                 }
             };
-            (addresses, group_config(cluster_name, &o), cache_dir, tls, o.flag("gcache.sync"))
+            let schedule = o.schedule("gcomm.thread_prio");
+            (addresses, group_config(cluster_name, &o), cache_dir, tls, o.flag("gcache.sync"), schedule)
         };
+        if let Some(schedule) = schedule {
+            match self.group_thread_start(schedule) {
+                Ok(start) => group_config.thread_start = start,
+                Err(e) => {
+                    let needs = match schedule.policy {
+                        SchedulePolicy::Other => "",
+                        _ => " (a real-time policy needs CAP_SYS_NICE, or an RLIMIT_RTPRIO that allows it: LimitRTPRIO in systemd)",
+                    };
+                    log::error!("gcomm.thread_prio = {schedule}: the group's threads cannot be given it: {e}{needs}");
+                    return Status::NodeFail;
+                }
+            }
+        }
         let bootstrap = bootstrap || addresses.peers.is_empty();
         let position = {
             let core = self.lock_core();
@@ -288,6 +304,31 @@ pub(crate) fn weight(options: &Options) -> u8 {
 /// `gmcast.segment`, read when the node connects.
 pub(crate) fn segment(options: &Options) -> u8 {
     options.integer("gmcast.segment").clamp(0, 255) as u8
+}
+
+impl Provider {
+    /// `gcomm.thread_prio`: the group's threads start with `schedule`. Tried first on a
+    /// thread of its own, so that a schedule the process may not take (a real-time policy
+    /// without CAP_SYS_NICE or RLIMIT_RTPRIO) fails the connection with one clear error, as
+    /// Galera's does, instead of each thread logging it.
+    fn group_thread_start(&self, schedule: ThreadSchedule) -> Result<ThreadStart, String> {
+        let app = self.app.clone();
+        let trial = std::thread::Builder::new()
+            .name("lockstep-prio-check".into())
+            .spawn(move || app.set_thread_schedule(schedule))
+            .map_err(|e| format!("cannot start a thread to try it: {e}"))?;
+        trial.join().map_err(|_| "trying it panicked".to_string())??;
+        let app = self.app.clone();
+        Ok(ThreadStart::new(move || {
+            if let Err(e) = app.set_thread_schedule(schedule) {
+                let thread = std::thread::current();
+                log::warn!(
+                    "gcomm.thread_prio = {schedule}: thread {} keeps its scheduling: {e}",
+                    thread.name().unwrap_or("?")
+                );
+            }
+        }))
+    }
 }
 
 /// Group timeouts and sizes from the Galera options of the same meaning.

@@ -171,7 +171,7 @@ impl Provider {
             let mut options = lock(&self.options);
             let isolation_before = options.integer("gmcast.isolate");
             let weight_before = connection::weight(&options);
-            options.apply(text).map_err(|e| e.to_string())?;
+            options.apply_at_runtime(text).map_err(|e| e.to_string())?;
             let isolation = options.integer("gmcast.isolate");
             let weight = connection::weight(&options);
             (

@@ -2,7 +2,7 @@
 //! callbacks and re-enters the provider as MariaDB does (commit order inside apply,
 //! `last_committed_id` inside the view callback).
 use super::*;
-use crate::application::{Applied, ApplyRequest, CallbackFailed, RecvCtx, View, WsHandle};
+use crate::application::{Applied, ApplyRequest, CallbackFailed, RecvCtx, ThreadSchedule, View, WsHandle};
 use crate::certification::{Key, KeySet, KeyType};
 use crate::grastate::FILE_NAME;
 use crate::types::{flags, Status, TrxMeta};
@@ -19,6 +19,8 @@ struct FakeServer {
     sst_request: Mutex<Option<Result<Vec<u8>, CallbackFailed>>>,
     /// The server refuses to donate (MariaDB: "Bad remote auth string. SST canceled.").
     refuse_donation: std::sync::atomic::AtomicBool,
+    /// A thread schedule the process may not take (no CAP_SYS_NICE).
+    refuse_schedule: std::sync::atomic::AtomicBool,
 }
 
 impl FakeServer {
@@ -61,6 +63,14 @@ impl Application for FakeServer {
         self.record(format!("sst_donate {}", state_id.seqno));
         if self.refuse_donation.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(CallbackFailed("sst_donate"));
+        }
+        Ok(())
+    }
+
+    fn set_thread_schedule(&self, schedule: ThreadSchedule) -> Result<(), String> {
+        self.record(format!("schedule {schedule} on {}", thread::current().name().unwrap_or("?")));
+        if self.refuse_schedule.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("Operation not permitted".into());
         }
         Ok(())
     }
@@ -551,4 +561,18 @@ fn a_joiner_whose_sst_script_cannot_start_ends_its_process() {
     assert!(applier.join().is_err());
     assert_eq!(joiner.server.calls().last().map(String::as_str), Some("abort_process"));
     assert!(!donor.server.calls().iter().any(|c| c.starts_with("sst_donate")), "nothing was requested");
+}
+
+#[test]
+fn the_groups_threads_start_with_gcomm_thread_prio_and_one_refused_fails_the_connection() {
+    let mut node = start_in(temp_dir("thread-prio"), "gcomm.thread_prio=rr:5").unwrap();
+    node.connect();
+    let calls = node.server.calls();
+    let scheduled = |name: &str| calls.iter().any(|c| c.starts_with("schedule rr:5 on ") && c.ends_with(name));
+    assert!(scheduled("lockstep-prio-check") && scheduled("-ticker") && scheduled("-accept"), "{calls:?}");
+
+    let refused = start_in(temp_dir("thread-prio-refused"), "gcomm.thread_prio=fifo:1").unwrap();
+    refused.server.refuse_schedule.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(refused.provider.connect("test", "gcomm://", "", true), Status::NodeFail);
+    assert_eq!(refused.server.calls(), ["schedule fifo:1 on lockstep-prio-check"], "no group started");
 }

@@ -40,7 +40,8 @@ fn listening_with(
 ) -> (Transport, mpsc::Receiver<Message>) {
     let (tx, rx) = channel();
     let tx = Mutex::new(tx);
-    let t = Transport::start(MemberId(id), cluster, "127.0.0.1:0", 1 << 20, tls, compress, move |m| {
+    let group = GroupConfig { compress, ..GroupConfig::new(cluster) };
+    let t = Transport::start(MemberId(id), &group, "127.0.0.1:0", 1 << 20, tls, move |m| {
         let _ = tx.lock().unwrap().send(m);
     })
     .unwrap();
@@ -150,11 +151,10 @@ fn a_peer_that_stops_reading_holds_up_no_sender_and_gets_everything_in_order() {
     let reading = gate.clone();
     let b = Transport::start(
         MemberId(2),
-        "c",
+        &GroupConfig::new("c"),
         "127.0.0.1:0",
         1 << 20,
         Some(Arc::new(Tls::load(config).unwrap())),
-        false,
         {
             let tx = Mutex::new(tx);
             move |m| {
@@ -280,10 +280,11 @@ fn a_seed_address_is_resolved_to_its_member_and_our_own_is_ignored() {
     thread::sleep(Duration::from_millis(700));
     let (tx, _) = channel();
     let tx = Mutex::new(tx);
-    let _c = Transport::start(MemberId(3), "c", &format!("127.0.0.1:{port}"), 1 << 20, None, false, move |m| {
-        let _ = tx.lock().unwrap().send(m);
-    })
-    .unwrap();
+    let _c =
+        Transport::start(MemberId(3), &GroupConfig::new("c"), &format!("127.0.0.1:{port}"), 1 << 20, None, move |m| {
+            let _ = tx.lock().unwrap().send(m);
+        })
+        .unwrap();
     assert_eq!(late_rx.recv_timeout(Duration::from_secs(5)).unwrap(), MemberId(3));
     assert!(a_rx.try_recv().is_err());
 }
@@ -373,4 +374,34 @@ fn an_idle_tls_connection_to_a_live_peer_is_kept() {
     a.send(MemberId(2), message(1));
     assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
     assert_eq!(our_port(), Some(before));
+}
+
+#[test]
+fn every_thread_of_the_transport_runs_the_thread_start_first() {
+    let started = Arc::new(Mutex::new(Vec::new()));
+    let record = started.clone();
+    let group = GroupConfig {
+        thread_start: ThreadStart::new(move || {
+            record.lock().unwrap().push(thread::current().name().unwrap_or("?").to_owned());
+        }),
+        ..GroupConfig::new("c")
+    };
+    let (tx, rx) = channel();
+    let tx = Mutex::new(tx);
+    let b = Transport::start(MemberId(2), &group, "127.0.0.1:0", 1 << 20, None, move |m| {
+        let _ = tx.lock().unwrap().send(m);
+    })
+    .unwrap();
+    let (a, _) = listening(1, "c");
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    a.send(MemberId(2), message(1));
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
+    b.set_address(MemberId(1), &a.local_addr().to_string());
+    b.send(MemberId(1), message(2));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let wanted = ["m2-accept", "m2-recv", "m2-to-m1"];
+    while !wanted.iter().all(|name| started.lock().unwrap().iter().any(|n| n == name)) {
+        assert!(Instant::now() < deadline, "started: {:?}", started.lock().unwrap());
+        thread::sleep(Duration::from_millis(10));
+    }
 }
