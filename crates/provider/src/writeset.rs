@@ -194,8 +194,8 @@ impl Outgoing {
     }
 }
 
-/// A writeset of at least this many bytes takes long enough to apply that what is ordered
-/// after it notices the wait (the group orders it in parts from this size on, too).
+/// A writeset of at least this many bytes takes long enough to apply (thousands of rows,
+/// milliseconds at least) that what is ordered after it notices the wait.
 const LONG_APPLY_BYTES: usize = 1 << 20;
 
 impl Writeset {
