@@ -50,6 +50,9 @@ pub struct GroupConfig {
     pub part_bytes: usize,
     /// Deliveries waiting for the application; applying stops while it is full.
     pub recv_queue_limit: usize,
+    /// The same in bytes: applying stops while the waiting deliveries hold this much (one
+    /// delivery alone may hold more). What is not applied waits in the log, on disk.
+    pub recv_queue_bytes_limit: usize,
     /// Submissions waiting for their seqno.
     pub max_pending_submits: usize,
     /// Galera `gcache.size`: bytes of ordered entries the cache retains.
@@ -114,6 +117,7 @@ impl GroupConfig {
             max_batch_bytes: 1 << 20,
             part_bytes: 1 << 20,
             recv_queue_limit: 16384,
+            recv_queue_bytes_limit: 64 << 20,
             max_pending_submits: 8192,
             gcache_bytes: 128 << 20,
             ignore_split_brain: false,

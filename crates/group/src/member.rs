@@ -101,6 +101,8 @@ pub struct Member<S: LogStore> {
     checkpoint_bytes: u64,
     /// Deliveries with the index of the entry that made them.
     recv_queue: VecDeque<(u64, Delivered)>,
+    /// Bytes of the deliveries in `recv_queue`.
+    recv_queue_bytes: usize,
     /// Deliveries up to this seqno were consumed before a restart and are not queued again.
     resume_after: Seqno,
     /// Entries up to this index were in the log when this member restarted.
@@ -230,7 +232,7 @@ impl<S: LogStore> Member<S> {
         if resume_after < boundary.seqno {
             // The cache was purged past what the application kept: it needs a transfer.
             let gap = Delivered { seqno: boundary.seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() };
-            member.recv_queue.push_back((boundary.position.index, gap));
+            member.queue_delivery(boundary.position.index, gap);
         }
         member.cached_group = Self::cached_group(&member.store, &boundary);
         member.confirmed = false;
@@ -308,6 +310,7 @@ impl<S: LogStore> Member<S> {
             next_cache_read: 1,
             checkpoint_bytes: 0,
             recv_queue: VecDeque::new(),
+            recv_queue_bytes: 0,
             resume_after,
             replayed_through: 0,
             next_request: 1,
@@ -1116,8 +1119,10 @@ impl<S: LogStore> Member<S> {
         if !self.confirmed {
             return None;
         }
+        let full = self.recv_queue_full();
         let (index, d) = self.recv_queue.pop_front()?;
-        if self.recv_queue.len() + 1 >= self.config.recv_queue_limit {
+        self.recv_queue_bytes -= d.bytes.len();
+        if full {
             // Room again: apply what waited for it on the next flush.
             self.apply_committed();
         }
@@ -1377,11 +1382,19 @@ impl<S: LogStore> Member<S> {
             self.quorum_lost_ms = Some(self.now_ms);
         }
         let primary = self.is_primary();
-        self.lost_primary |= self.was_primary && !primary;
+        if self.was_primary && !primary {
+            self.lost_primary = true;
+            // Lost after the restart's own view was applied: that view is older than the
+            // loss, and the application needs one after it (provider simulator, seed 20008
+            // with small receive queues).
+            self.restarted = false;
+        }
         // A restarted member first replays its own log: the views in it are old ones, so it
-        // asks for a new view only once it is past them.
-        let replaying = self.applied.position.index < self.replayed_through;
-        if primary && self.lost_primary && !replaying {
+        // asks for a new view only once it is past them. So does a member whose application
+        // is behind what is committed (its receive queue full): a view it applies later may
+        // be older than its loss, and would end the asking with no view after it.
+        let behind = self.applied.position.index < self.replayed_through.max(self.applicable_index());
+        if primary && self.lost_primary && !behind {
             self.lost_primary = false;
             // A view that holds this incarnation (new at every start) was made by its join
             // after the restart: it is the new view already. Another, with the same members, came a few seconds
@@ -1858,9 +1871,14 @@ impl<S: LogStore> Member<S> {
         }
     }
 
+    /// The last entry known committed that this member holds: applying goes up to it.
+    fn applicable_index(&self) -> u64 {
+        self.raft.commit_index().max(self.known_commit).min(self.store.last_index())
+    }
+
     fn apply_committed(&mut self) {
-        let limit = self.raft.commit_index().max(self.known_commit).min(self.store.last_index());
-        while self.applied.position.index < limit && self.recv_queue.len() < self.config.recv_queue_limit {
+        let limit = self.applicable_index();
+        while self.applied.position.index < limit && !self.recv_queue_full() {
             let Some(entry) = self.store.entry(self.applied.position.index + 1) else {
                 break;
             };
@@ -2001,8 +2019,19 @@ impl<S: LogStore> Member<S> {
             _ => delivered.seqno > self.resume_after,
         };
         if queued {
-            self.recv_queue.push_back((index, delivered));
+            self.queue_delivery(index, delivered);
         }
+    }
+
+    fn queue_delivery(&mut self, index: u64, delivered: Delivered) {
+        self.recv_queue_bytes += delivered.bytes.len();
+        self.recv_queue.push_back((index, delivered));
+    }
+
+    /// Applying stops here: as many deliveries wait, or as many bytes, as the limits allow.
+    fn recv_queue_full(&self) -> bool {
+        self.recv_queue.len() >= self.config.recv_queue_limit
+            || self.recv_queue_bytes >= self.config.recv_queue_bytes_limit
     }
 
     /// Every delivery made by entries up to this index is in the application's hands.
@@ -2115,13 +2144,13 @@ impl<S: LogStore> Member<S> {
         self.checkpoints.clear();
         if only_the_forced_view {
             let bytes = view.encode();
-            self.recv_queue.push_back((index, Delivered { seqno, kind: DeliveredKind::View(view), bytes }));
+            self.queue_delivery(index, Delivered { seqno, kind: DeliveredKind::View(view), bytes });
         } else if seqno >= self.resume_after {
             // Skipped: numbered events up to `seqno` and maybe messages after it (a boundary
             // may fall among them), so the gap may repeat the last seqno delivered. Below
             // `resume_after` none of it would have been delivered.
             let gap = Delivered { seqno, kind: DeliveredKind::StateGap, bytes: Vec::new() };
-            self.recv_queue.push_back((index, gap));
+            self.queue_delivery(index, gap);
         }
     }
 
@@ -2527,6 +2556,29 @@ mod tests {
         let replay = run(&mut j, 0, 5_000);
         assert_eq!(replay[..2], [(100, DeliveredKind::StateGap), (101, view(1))]);
         assert_eq!(j.status().history, [9; 16]);
+    }
+
+    #[test]
+    fn applying_stops_while_the_waiting_deliveries_hold_their_byte_limit_and_goes_on_as_they_are_taken() {
+        let genesis = Genesis { history: [9; 16], base_seqno: 0, group: 1 };
+        let config = GroupConfig { recv_queue_bytes_limit: 2500, ..GroupConfig::new("t") };
+        let mut m = Member::bootstrap(info(1), config, MemoryStore::new(), genesis, 0);
+        assert_eq!(run(&mut m, 0, 100).len(), 1, "the first view");
+        // A writeset bigger than the limit alone still goes through.
+        let requests: Vec<u64> = [4000, 1000, 1000, 1000].iter().map(|&n| m.submit(vec![7; n]).unwrap()).collect();
+        for now in (100..300).step_by(10) {
+            m.tick(now);
+            m.flush();
+            m.take_outbox();
+        }
+        let waiting = |m: &Member<MemoryStore>| m.recv_queue.iter().map(|(_, d)| d.seqno).collect::<Vec<_>>();
+        assert_eq!(waiting(&m), [2], "the big one alone: the rest waits in the log");
+        assert_eq!(m.pop_delivered().map(|d| d.bytes.len()), Some(4000));
+        assert_eq!(waiting(&m), [3, 4, 5], "room again: 3 000 bytes, past the limit, then it stops");
+        assert_eq!(m.recv_queue_bytes, 3000);
+        let rest: Vec<Seqno> = std::iter::from_fn(|| m.pop_delivered().map(|d| d.seqno)).collect();
+        assert_eq!((rest, m.recv_queue_bytes), (vec![3, 4, 5], 0));
+        assert_eq!(m.take_completions().len(), requests.len());
     }
 
     #[test]

@@ -205,8 +205,8 @@ impl Options {
         self.apply_with(text, false)
     }
 
-    /// The same for `SET GLOBAL wsrep_provider_options`: options read only at start or
-    /// connect are refused, as Galera refuses them.
+    /// The same for `SET GLOBAL wsrep_provider_options`: a change to an option of
+    /// `START_ONLY` is refused, as Galera refuses it; its current value again passes.
     pub fn apply_at_runtime(&mut self, text: &str) -> Result<(), OptionError> {
         self.apply_with(text, true)
     }
@@ -226,7 +226,7 @@ impl Options {
             check_value(spec.kind, value)
                 .map_err(|e| OptionError(format!("bad value for provider option '{key}': {e}")))?;
             // Its own value again is no change (a saved `@@wsrep_provider_options` restored whole).
-            if runtime && START_ONLY.contains(&spec.name) && value != self.values[spec.name] {
+            if runtime && START_ONLY.contains(&spec.name) && !self.holds(spec, value) {
                 return Err(OptionError(format!(
                     "'{key}' cannot be changed at runtime: it is read when the node connects"
                 )));
@@ -242,6 +242,15 @@ impl Options {
         }
         *self = updated;
         Ok(())
+    }
+
+    /// Whether option `spec` has `value` already (as it means, not only as it is written).
+    fn holds(&self, spec: &Spec, value: &str) -> bool {
+        let current = self.get(spec.name);
+        match spec.kind {
+            Kind::Schedule => parse_schedule(value) == parse_schedule(current),
+            _ => value == current,
+        }
     }
 
     pub fn get(&self, key: &str) -> &str {
@@ -500,6 +509,7 @@ mod tests {
         assert_eq!(o.get("gcs.fc_limit"), "16", "all or nothing");
         let echoed = o.render();
         o.apply_at_runtime(&echoed).expect("the node's own echo, set again");
+        o.apply_at_runtime("gcomm.thread_prio = fifo:03").expect("the same schedule, written otherwise");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! the donor's part of a state transfer, which run on applier threads too.
 use super::parallelism::Width;
 use super::phase::{CatchUp, Handshake, Phase, Restart};
-use super::{Core, APPLICATION_PROTOCOL, APPLY_QUEUE_LIMIT, CAPABILITIES};
+use super::{Core, APPLICATION_PROTOCOL, CAPABILITIES};
 use crate::application::{Member, View, ViewStatus};
 use crate::ist::Preload;
 use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
@@ -69,6 +69,13 @@ impl Event {
     /// and what ends the connection.
     fn before_handshake(&self) -> bool {
         matches!(self, Event::View { first_in_connection: true, .. } | Event::NonPrimary { .. } | Event::Final { .. })
+    }
+
+    pub(super) fn writeset_bytes(&self) -> u64 {
+        match self {
+            Event::Apply { writeset, .. } => writeset.data.len() as u64,
+            _ => 0,
+        }
     }
 }
 
@@ -339,6 +346,7 @@ impl<W: Clone + PartialEq> Core<W> {
     pub(super) fn push_event(&mut self, event: Event) {
         if let Event::Apply { seqno, writeset, .. } = &event {
             self.flow.queued(*seqno, writeset.data.len());
+            self.queued_bytes += writeset.data.len() as u64;
         }
         // While the gap is handed over, what comes after it waits behind it, as it did when
         // the gap was queued at once. The connection's end stays in reach (its last applier
@@ -357,6 +365,7 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     pub(super) fn push_event_front(&mut self, event: Event) {
+        self.queued_bytes += event.writeset_bytes();
         self.events.push_front(event);
         self.counters.recv_queue.sample(self.events.len());
         self.wake_one_applier();
@@ -485,11 +494,10 @@ impl<W: Clone + PartialEq> Core<W> {
         };
         match event {
             Some(event) => {
+                self.queued_bytes = self.queued_bytes.saturating_sub(event.writeset_bytes());
                 self.appliers_in_flight.push((waiter.clone(), self.clock_ms));
                 self.parallelism.taken();
-                if self.events.len() < APPLY_QUEUE_LIMIT {
-                    self.release_held_delivery();
-                }
+                self.release_held_delivery();
                 self.flow_check();
                 // Parallel applying: the next event may run beside this one.
                 self.schedule_appliers();
@@ -1325,6 +1333,13 @@ impl<W: Clone + PartialEq> Core<W> {
     /// that matches none of their states exactly is not reported, rather than stop a joiner
     /// whose transfer may be going well; that joiner's own SST script fails in the end.
     pub fn donation_ended(&mut self, state_id: Gtid, rcode: i32) {
+        // Every donation of this connection is listed until it ends: one that is not began
+        // in an earlier connection of this process (the server's script outlived it), and
+        // has nothing to tell this one's group, nor a desync of this one to end.
+        if self.connection.as_ref().is_none_or(|c| c.donations.is_empty()) {
+            log::info!("a state transfer of an earlier connection ended (rcode {rcode}): nothing to tell the group");
+            return;
+        }
         let record = self.connection.as_mut().and_then(|c| {
             let exact = c.donations.iter().position(|r| r.state_id == state_id);
             let only = (c.donations.len() == 1).then_some(0);
@@ -1395,9 +1410,11 @@ impl<W: Clone + PartialEq> Core<W> {
     /// A request for the stream alone (see [`Donation::stream_only`]) was served: no script
     /// ran, and this member is back in the synced set. A stream without the gap the joiner
     /// needs (only a snapshot would do) is refused by the joiner, which then stops
-    /// (`Core::snapshot_reaches_stream`).
-    pub fn donated_stream_only(&mut self) {
-        self.announce_synced();
+    /// (`Core::snapshot_reaches_stream`). Nothing if the connection `generation` ended meanwhile.
+    pub fn donated_stream_only(&mut self, generation: u64) {
+        if self.is_current(generation) {
+            self.announce_synced();
+        }
     }
 }
 

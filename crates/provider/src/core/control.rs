@@ -115,6 +115,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.events.clear();
         self.deliveries_held = false;
         self.held_delivery = None;
+        self.queued_bytes = 0;
         self.ordering.last_cut = None;
         self.ordering.last_checkpoint = None;
         self.ordering.restored = None;
@@ -126,6 +127,10 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.announce_synced_again = false;
         self.ordering.report_failures_again = false;
         self.ordering.unordered_failures.clear();
+        // Votes are on the old connection's seqnos; its waiters were woken at its close.
+        self.ballots.clear();
+        self.failures.clear();
+        self.decided_votes.clear();
         self.synced_before_loss = false;
         self.server_view = None;
         self.save_state(Gtid::new(self.position.uuid, SEQNO_UNDEFINED));

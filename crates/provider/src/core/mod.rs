@@ -24,7 +24,23 @@ mod trx;
 mod vote;
 
 #[cfg(test)]
+mod apply_queue_tests;
+#[cfg(test)]
 mod transfer_failure_tests;
+
+/// The settings the core's tests run with: the options' defaults, small sizes.
+#[cfg(test)]
+fn test_settings() -> Settings {
+    Settings {
+        flow: FlowSettings::default(),
+        optimistic_pa: false,
+        log_conflicts: false,
+        max_writeset_bytes: 1 << 20,
+        checkpoint_bytes: 1 << 20,
+        applier_boost: 0,
+        apply_queue_bytes: APPLY_QUEUE_BYTES,
+    }
+}
 
 /// A data member named `node<id>`, as the core's tests put one in a view.
 #[cfg(test)]
@@ -97,6 +113,10 @@ pub const APPLICATION_PROTOCOL: i32 = 4;
 /// holds them: its queue is what flow control sees).
 pub const APPLY_QUEUE_LIMIT: usize = 16384;
 
+/// The same in writeset bytes, at most (`gcs.recv_q_hard_limit` may set less): what waits
+/// to be applied stays in memory, what the group holds back waits in its cache, on disk.
+pub const APPLY_QUEUE_BYTES: u64 = 64 << 20;
+
 /// What the core needs of the provider options, typed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Settings {
@@ -114,6 +134,9 @@ pub struct Settings {
     /// `repl.applier_boost`: nice levels an applier rises by while it applies a writeset
     /// that holds commit order long (`Writeset::holds_commit_order_long`).
     pub applier_boost: i32,
+    /// Writeset bytes queued to apply before deliveries stop being taken: `gcs.recv_q_hard_limit`,
+    /// at most `APPLY_QUEUE_BYTES`.
+    pub apply_queue_bytes: u64,
 }
 
 /// Galera's rule (wsrep-behaviour.md §1.2 step 5): the saved seqno after a clean stop, the
@@ -482,6 +505,9 @@ pub struct Core<W> {
     deliveries_held: bool,
     /// A delivery that arrived when there was no room, taken first when there is.
     held_delivery: Option<(Seqno, Payload, DeliveryContext)>,
+    /// Writeset bytes queued to apply, as counted when queued and taken; never less than
+    /// the truth but for a gap's batches (see `queue_bytes_within_limit`).
+    queued_bytes: u64,
     /// Votes on seqnos whose commit failed somewhere (vote.rs), by seqno.
     ballots: BTreeMap<Seqno, vote::Ballot<W>>,
     /// Seqnos whose commit failed here, with the outcome we voted, until decided.
@@ -557,6 +583,7 @@ impl<W: Clone + PartialEq> Core<W> {
             parallelism: Default::default(),
             deliveries_held: false,
             held_delivery: None,
+            queued_bytes: 0,
             ballots: BTreeMap::new(),
             failures: BTreeMap::new(),
             decided_votes: BTreeSet::new(),

@@ -24,15 +24,7 @@ fn restarted(members: &[MemberId]) -> (Core<u32>, u64) {
 }
 
 fn restarted_at(position: Gtid, members: &[MemberId]) -> (Core<u32>, u64) {
-    let settings = Settings {
-        flow: FlowSettings::default(),
-        optimistic_pa: false,
-        log_conflicts: false,
-        max_writeset_bytes: 1 << 20,
-        checkpoint_bytes: 1 << 20,
-        applier_boost: 0,
-    };
-    let mut core = Core::new(settings, position, false);
+    let mut core = Core::new(test_settings(), position, false);
     let generation = connect(&mut core);
     let replayed = DeliveryContext { history: HISTORY, replayed: true };
     for seqno in 1..=3 {

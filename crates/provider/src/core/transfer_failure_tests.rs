@@ -19,17 +19,6 @@ const OTHER: MemberId = MemberId(3);
 const REQUEST: u64 = 77;
 const APPLIER: u32 = 1000;
 
-fn settings() -> Settings {
-    Settings {
-        flow: FlowSettings::default(),
-        optimistic_pa: false,
-        log_conflicts: false,
-        max_writeset_bytes: 1 << 20,
-        checkpoint_bytes: 1 << 20,
-        applier_boost: 0,
-    }
-}
-
 fn view(view_id: u64, members: &[MemberId]) -> Payload {
     Payload::View(View { view_id, members: members.iter().map(|id| test_member(*id)).collect() })
 }
@@ -77,7 +66,7 @@ fn waiting_joiner() -> (Core<u32>, u64) {
 
 /// The same, in a view of `members` (member 1, the first of the others, is chosen).
 fn waiting_joiner_among(members: &[MemberId]) -> (Core<u32>, u64) {
-    let mut core = Core::new(settings(), Gtid::UNDEFINED, true);
+    let mut core = Core::new(test_settings(), Gtid::UNDEFINED, true);
     let generation = open(&mut core, JOINER, false);
     assert!(core.on_delivered(generation, 2, view(2, members), live()));
     assert!(matches!(core.next_task(generation, &APPLIER), Some(Task::Run(Event::View { .. }))));
@@ -186,7 +175,7 @@ fn the_servers_own_failure_ends_the_handshake_too() {
         assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::Failed { rcode: -22 }));
     }
     // No donor chosen yet: nothing but the script itself can have failed.
-    let mut core = Core::new(settings(), Gtid::UNDEFINED, true);
+    let mut core = Core::new(test_settings(), Gtid::UNDEFINED, true);
     let generation = open(&mut core, JOINER, false);
     core.on_delivered(generation, 2, view(2, &[DONOR, JOINER]), live());
     core.begin_state_request(generation, REQUEST);
@@ -249,7 +238,7 @@ fn a_script_broken_by_its_donors_crash_is_started_again_for_another_donor() {
 
 /// A bootstrapped member chosen to donate for the joiner's request.
 fn donating() -> (Core<u32>, Donation) {
-    let mut core = Core::new(settings(), Gtid::new(HISTORY, 0), true);
+    let mut core = Core::new(test_settings(), Gtid::new(HISTORY, 0), true);
     let generation = open(&mut core, DONOR, true);
     core.on_delivered(generation, 1, view(1, &[DONOR]), live());
     core.on_delivered(generation, 1, control(DONOR, SYNCED), live());
@@ -294,17 +283,17 @@ fn a_donor_tells_the_group_when_its_transfer_fails_and_only_then() {
     core.donation_ended(Gtid::new(HISTORY, -1), -32);
     assert_eq!(sent(&mut core), [failure(JOINER, REQUEST, -32), SYNCED]);
 
-    // A failure for no donation in progress reports nothing.
+    // A failure for no donation in progress reports nothing, and announces nothing.
     core.donation_ended(Gtid::new(HISTORY, -1), -32);
-    assert_eq!(sent(&mut core), [SYNCED]);
+    assert_eq!(sent(&mut core), []);
 }
 
-/// The donors' failures among the effects.
 /// The messages of one kind among the effects.
 fn sent_of(core: &mut Core<u32>, kind: fn(&Control) -> bool) -> Vec<Control> {
     core.take_effects().send.into_iter().map(|(c, _)| c).filter(kind).collect()
 }
 
+/// The donors' failures among the effects.
 fn failures_sent(core: &mut Core<u32>) -> Vec<Control> {
     sent_of(core, |c| matches!(c, Control::TransferFailed { .. }))
 }
@@ -335,6 +324,21 @@ fn a_donors_failure_that_was_not_ordered_is_reported_again_until_it_is() {
 }
 
 #[test]
+fn a_donation_of_an_earlier_connection_that_ends_late_tells_the_next_nothing() {
+    let (mut core, donation) = donating();
+    let old = core.generation();
+    core.donation_started(&donation, false);
+    core.close("connection lost");
+    // The server connects again while the old donation's script still runs.
+    let generation = open(&mut core, DONOR, false);
+    core.donated_stream_only(old);
+    core.donation_ended(Gtid::new(HISTORY, -1), -32);
+    core.on_group_status(generation, &test_status(DONOR, true, &[DONOR, OTHER]), 5_000);
+    assert_eq!(sent(&mut core), [], "no synced announcement, no failure report");
+    assert_eq!(core.desync_count, 0);
+}
+
+#[test]
 fn what_a_closed_connection_failed_to_get_ordered_is_not_sent_by_the_next() {
     let (mut core, donation) = donating();
     let generation = core.generation();
@@ -345,9 +349,9 @@ fn what_a_closed_connection_failed_to_get_ordered_is_not_sent_by_the_next() {
     core.on_submit_failed(generation, SYNCED_TAG, SubmitError::Retry);
     core.close("connection lost");
 
-    // The server connects again in the same process, as a joiner under a new member id.
-    let generation = open(&mut core, OTHER, false);
-    core.on_group_status(generation, &test_status(OTHER, true, &[DONOR, OTHER]), 5_000);
+    // The server connects again in the same process (same member id), as a joiner.
+    let generation = open(&mut core, DONOR, false);
+    core.on_group_status(generation, &test_status(DONOR, true, &[DONOR, OTHER]), 5_000);
     assert_eq!(sent_of(&mut core, |c| matches!(c, Control::TransferFailed { .. } | Control::Synced { .. })), []);
 }
 
@@ -591,14 +595,14 @@ fn a_donor_asked_for_the_stream_alone_runs_no_script() {
     let (mut core, donation) = donating();
     let stream_only = Donation { request: Vec::new(), ..donation };
     assert!(stream_only.stream_only());
-    core.donated_stream_only();
+    core.donated_stream_only(core.generation());
     assert_eq!(sent(&mut core), [SYNCED], "back among the donors");
     assert_eq!(core.desync_count, 0);
 }
 
 #[test]
 fn an_earlier_request_ordered_late_with_a_donor_is_the_joiners_request() {
-    let mut core = Core::new(settings(), Gtid::UNDEFINED, true);
+    let mut core = Core::new(test_settings(), Gtid::UNDEFINED, true);
     let generation = open(&mut core, JOINER, false);
     assert!(core.on_delivered(generation, 2, view(2, &[DONOR, JOINER]), live()));
     assert!(matches!(core.next_task(generation, &APPLIER), Some(Task::Run(Event::View { .. }))));

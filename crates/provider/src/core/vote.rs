@@ -107,6 +107,8 @@ impl<W: Clone + PartialEq> Core<W> {
         self.failures.insert(seqno, outcome);
         self.ballots.entry(seqno).or_default();
         self.cast_due_votes();
+        // The votes come through the order: a full queue must not hold them back.
+        self.release_held_delivery();
     }
 
     /// Our vote on `tag`'s seqno was not ordered: it is cast again.

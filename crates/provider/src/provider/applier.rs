@@ -320,10 +320,13 @@ impl Provider {
                     d.position
                 );
             }
-            self.with_core(|core| core.donated_stream_only());
+            self.with_core(|core| core.donated_stream_only(generation));
             return Ok(());
         }
-        let state_id = self.with_core(|core| core.donation_started(d, bypass));
+        // The stream may have taken long: a connection that ended meanwhile donates no more.
+        let started =
+            self.with_core(|core| (core.generation() == generation).then(|| core.donation_started(d, bypass)));
+        let Some(state_id) = started else { return Ok(()) };
         log::info!("donating state {state_id} to a joiner{}", if bypass { " (position only)" } else { "" });
         if let Err(e) = self.app.sst_donate(ctx, &d.request, state_id, bypass) {
             // Galera's words ("SST failed: "), which MariaDB's tests suppress; the server

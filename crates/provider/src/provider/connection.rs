@@ -49,6 +49,14 @@ impl Provider {
             let schedule = o.schedule("gcomm.thread_prio");
             (addresses, group_config(cluster_name, &o), cache_dir, tls, o.flag("gcache.sync"), schedule)
         };
+        let bootstrap = bootstrap || addresses.peers.is_empty();
+        let position = {
+            let core = self.lock_core();
+            if let Err(status) = core.may_connect(bootstrap) {
+                return status;
+            }
+            core.position()
+        };
         if let Some(schedule) = schedule {
             match self.group_thread_start(schedule) {
                 Ok(start) => group_config.thread_start = start,
@@ -62,14 +70,6 @@ impl Provider {
                 }
             }
         }
-        let bootstrap = bootstrap || addresses.peers.is_empty();
-        let position = {
-            let core = self.lock_core();
-            if let Err(status) = core.may_connect(bootstrap) {
-                return status;
-            }
-            core.position()
-        };
         // A joiner receives its state transfer there; a port already taken is a clear error
         // now rather than a failed transfer later.
         let receiver = if bootstrap {
@@ -319,13 +319,17 @@ impl Provider {
             .map_err(|e| format!("cannot start a thread to try it: {e}"))?;
         trial.join().map_err(|_| "trying it panicked".to_string())??;
         let app = self.app.clone();
+        // Readers and writers start with every peer connection: said once per connection.
+        let refusal_logged = std::sync::atomic::AtomicBool::new(false);
         Ok(ThreadStart::new(move || {
             if let Err(e) = app.set_thread_schedule(schedule) {
-                let thread = std::thread::current();
-                log::warn!(
-                    "gcomm.thread_prio = {schedule}: thread {} keeps its scheduling: {e}",
-                    thread.name().unwrap_or("?")
-                );
+                if !refusal_logged.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    let thread = std::thread::current();
+                    log::warn!(
+                        "gcomm.thread_prio = {schedule}: thread {} keeps its scheduling, and so may others: {e}",
+                        thread.name().unwrap_or("?")
+                    );
+                }
             }
         }))
     }
@@ -340,7 +344,14 @@ pub(crate) fn group_config(cluster_name: &str, options: &Options) -> GroupConfig
     config.max_writeset_bytes = max_writeset_bytes(options) as u32;
     config.ignore_split_brain = ignores_split_brain(options);
     config.compress = options.flag("socket.compression");
+    config.recv_queue_bytes_limit = apply_queue_bytes(options) as usize;
     config
+}
+
+/// `gcs.recv_q_hard_limit`, at most `APPLY_QUEUE_BYTES`: the bytes waiting in memory to be
+/// applied, in the group's queue and again in the core's (docs/design/flow-control.md).
+pub(super) fn apply_queue_bytes(options: &Options) -> u64 {
+    options.size("gcs.recv_q_hard_limit").min(crate::core::APPLY_QUEUE_BYTES)
 }
 
 /// `pc.ignore_sb` or `pc.ignore_quorum`: a member that lost the primary component makes one of

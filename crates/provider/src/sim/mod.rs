@@ -81,6 +81,8 @@ impl Sim {
         let mut config = GroupConfig::new("sim");
         config.gcache_bytes = scenario.gcache_bytes;
         config.part_bytes = scenario.part_bytes;
+        // Small, as the core's (node.rs): the group holds deliveries back now and then.
+        config.recv_queue_bytes_limit = 2 << 10;
         let mut group = GroupSim::with_segments(seed, scenario.members, config, false, &scenario.segments);
         group.set_external_application(true);
         group.set_trace(trace);

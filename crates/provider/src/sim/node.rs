@@ -194,6 +194,9 @@ pub struct Node {
     /// Until when (µs) each applier is busy with what it took before.
     applier_busy_until_us: Vec<u64>,
     runnable: BTreeSet<Waiter>,
+    /// Threads that look again at the next step (time-driven, or a row another holds): put
+    /// back into `runnable` in the same step, one that spins would starve the others.
+    next_step: BTreeSet<Waiter>,
     /// Row -> the client whose transaction holds it.
     locks: BTreeMap<u8, usize>,
     next_trx: u64,
@@ -288,6 +291,7 @@ impl Node {
             appliers: Vec::new(),
             applier_busy_until_us: Vec::new(),
             runnable: BTreeSet::new(),
+            next_step: BTreeSet::new(),
             locks: BTreeMap::new(),
             next_trx: 1,
             workload,
@@ -313,6 +317,9 @@ impl Node {
             max_writeset_bytes: 1 << 20,
             checkpoint_bytes: self.workload.checkpoint_bytes,
             applier_boost: 0,
+            // Small (writesets here are tens of bytes), so that deliveries are held back
+            // now and then in every run.
+            apply_queue_bytes: 1 << 10,
         };
         let mut core = Core::new(settings, position, safe);
         core.observe();
@@ -336,6 +343,7 @@ impl Node {
         self.script_failed = false;
         self.at_request_since = None;
         self.runnable = (0..self.workload.appliers as Waiter).map(|a| APPLIER_BASE + a).collect();
+        self.next_step.clear();
         self.apply_effects(None);
     }
 
@@ -346,6 +354,7 @@ impl Node {
         self.appliers.clear();
         self.locks.clear();
         self.runnable.clear();
+        self.next_step.clear();
     }
 
     fn core(&mut self) -> &mut Core<Waiter> {
@@ -408,6 +417,7 @@ impl Node {
         self.core().on_group_status(generation, &status, env.now_ms);
         self.apply_effects(Some(env.group));
         self.observe(env)?;
+        self.runnable.append(&mut self.next_step);
         // Clients with time-driven work run every step; the rest only when woken.
         for c in 0..self.clients.len() {
             if matches!(self.clients[c], Client::Idle | Client::Executing { .. } | Client::Paced { .. }) {
@@ -670,7 +680,7 @@ impl Node {
         // A replay applies with priority, as an applier does; a row held by a transaction
         // that commits first is looked at again each step.
         if !self.take_locks(seqno, Some(c), &trx.writes) {
-            self.runnable.insert(me);
+            self.next_step.insert(me);
             return Ok(Step::Block(Client::Replaying { trx, plan: Some(plan) }));
         }
         Ok(match self.core().commit_order_enter(handle, seqno, &me) {
@@ -797,14 +807,14 @@ impl Node {
                     Step::Continue(Applier::Applying { seqno, writeset, failed, until_us })
                 } else {
                     // Waits for a transaction ordered before it: it looks again each step.
-                    self.runnable.insert(me);
+                    self.next_step.insert(me);
                     Step::Block(Applier::Locks { seqno, writeset, failed })
                 }
             }
             Applier::Applying { seqno, writeset, failed, until_us } => {
                 if env.now_ms * 1_000 < until_us {
                     // Time-driven: it looks again each step.
-                    self.runnable.insert(me);
+                    self.next_step.insert(me);
                     return Ok(Step::Block(Applier::Applying { seqno, writeset, failed, until_us }));
                 }
                 Step::Continue(Applier::Order { seqno, writeset, failed })
@@ -986,7 +996,7 @@ impl Node {
         if !sent {
             if env.now_ms < resend_at_ms {
                 // Asks again after a while: looked at every step until then.
-                self.runnable.insert(me);
+                self.next_step.insert(me);
                 return Step::Block(Applier::Handshake { view, resend_at_ms, sent });
             }
             let id = env.rng.next_u64() | 1;
@@ -1181,7 +1191,8 @@ impl Node {
         });
         if d.stream_only() {
             // No script: the joiner's server took its state from a donor that left.
-            self.core().donated_stream_only();
+            let generation = self.generation;
+            self.core().donated_stream_only(generation);
             return;
         }
         let state_id = self.core().donation_started(&d, bypass);
@@ -1231,12 +1242,13 @@ impl Node {
         if let Some(core) = self.core.as_ref().filter(|c| c.queued_events() > 0 || c.phase() != Phase::Synced) {
             let c = core.connection().expect("connected");
             busy.push(format!(
-                "queue: {:?}; catch-up {:?}, component {:?}, has state {}, committed {}",
+                "queue: {:?}; catch-up {:?}, component {:?}, has state {}, committed {}, deliveries taken {}",
                 core.queue_head(6),
                 c.catch_up,
                 c.component,
                 c.has_state,
-                core.last_committed().seqno
+                core.last_committed().seqno,
+                core.accepting_deliveries()
             ));
         }
         busy

@@ -1,0 +1,98 @@
+//! The apply queue's byte bound: deliveries are held back while the writesets queued to
+//! apply hold `apply_queue_bytes`, and taken again as appliers take them.
+use super::*;
+use crate::application::WsHandle;
+use crate::certification::Chains;
+use crate::types::SourceTrx;
+use lockstep_group::View;
+
+const HISTORY: Uuid = Uuid([7; 16]);
+const ME: MemberId = MemberId(1);
+const OTHER: MemberId = MemberId(2);
+
+fn live() -> DeliveryContext {
+    DeliveryContext { history: HISTORY, replayed: false }
+}
+
+fn writeset(trx_id: u64, bytes: usize) -> Payload {
+    Payload::Writeset(Box::new(Writeset {
+        source: SourceTrx { node: Uuid([2; 16]), trx_id, conn_id: 1 },
+        local_id: 0,
+        last_seen: 0,
+        flags: flags::TRX_START | flags::TRX_END,
+        chains: Chains::default(),
+        key_bytes: 0,
+        data: vec![0; bytes],
+    }))
+}
+
+/// A bootstrapped node in a view with one other member, its view and synced events taken.
+fn synced(apply_queue_bytes: u64) -> (Core<u32>, u64) {
+    let settings = Settings { apply_queue_bytes, ..test_settings() };
+    let mut core = Core::new(settings, Gtid::new(HISTORY, 0), true);
+    let generation = core.open(Opening {
+        me: ME,
+        member: member_uuid(ME, 1),
+        bootstrap_history: Some(HISTORY),
+        ist_addr: "127.0.0.1:4568".into(),
+        donors: String::new(),
+        checkpoint: None,
+    });
+    let members = [ME, OTHER].iter().map(|id| test_member(*id)).collect();
+    core.on_delivered(generation, 1, Payload::View(View { view_id: 1, members }), live());
+    let synced = Payload::Control { origin: ME, control: Control::Synced { since: None } };
+    core.on_delivered(generation, 1, synced, live());
+    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::View { .. }))));
+    core.view_applied(1);
+    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::Synced { .. }))));
+    core.take_effects();
+    (core, generation)
+}
+
+#[test]
+fn deliveries_are_held_while_the_queued_writesets_hold_their_byte_limit() {
+    let (mut core, generation) = synced(2500);
+    assert!(core.on_delivered(generation, 2, writeset(2, 1000), live()));
+    assert!(core.on_delivered(generation, 3, writeset(3, 1000), live()));
+    assert!(!core.on_delivered(generation, 4, writeset(4, 1000), live()), "3 000 bytes queued: hold");
+    assert!(!core.accepting_deliveries());
+    // One delivery may still arrive after the group was told; it waits in the core.
+    assert!(!core.on_delivered(generation, 5, writeset(5, 1000), live()));
+
+    // An applier takes seqno 2: 2 000 bytes queued, the waiting delivery goes in (3 000
+    // again), and the group is still held.
+    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::Apply { seqno: 2, .. }))));
+    assert!(!core.take_effects().resume_deliveries && !core.accepting_deliveries());
+    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::Apply { seqno: 3, .. }))));
+    assert!(core.take_effects().resume_deliveries && core.accepting_deliveries(), "2 000 bytes: room");
+}
+
+#[test]
+fn a_writeset_bigger_than_the_limit_is_taken_alone_and_a_miscount_heals() {
+    let (mut core, generation) = synced(2500);
+    assert!(!core.on_delivered(generation, 2, writeset(2, 10_000), live()), "taken, then full");
+    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::Apply { seqno: 2, .. }))));
+    assert!(core.accepting_deliveries());
+    // A count that missed a way out (here: set by hand) is corrected once it says full.
+    core.queued_bytes = 1 << 30;
+    assert!(core.on_delivered(generation, 3, writeset(3, 1000), live()));
+    assert_eq!(core.queued_bytes, 1000);
+}
+
+#[test]
+fn an_applier_waiting_for_the_vote_on_its_failure_gets_the_order_read_on_whatever_the_queue_holds() {
+    let (mut core, generation) = synced(2500);
+    for seqno in 2..=4 {
+        core.on_delivered(generation, seqno, writeset(seqno as u64, 1000), live());
+    }
+    assert!(!core.on_delivered(generation, 5, writeset(5, 1000), live()), "held");
+    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::Apply { seqno: 2, .. }))));
+    assert!(!core.accepting_deliveries(), "still 3 000 bytes queued");
+    // Seqno 2 fails to commit here: every commit after it waits for the members' vote,
+    // which comes through the order (provider simulator, seed 20018 with a small limit).
+    let handle = WsHandle { trx_id: 2, opaque: REMOTE_HANDLE | 2 };
+    assert_eq!(core.commit_order_enter(handle, 2, &0), Some(Status::Ok));
+    core.commit_order_leave(handle, 2, Some(outcome_of(b"duplicate key")));
+    assert!(core.take_effects().resume_deliveries && core.accepting_deliveries());
+    assert!(core.on_delivered(generation, 6, writeset(6, 1000), live()));
+}
