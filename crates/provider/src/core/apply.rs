@@ -1322,7 +1322,10 @@ impl<W: Clone + PartialEq> Core<W> {
                 c.donations.iter().position(|r| (r.joiner, r.request_id) == (donation.joiner, donation.request_id));
             at.map(|at| c.donations.remove(at))
         });
-        self.end_donation(record, rcode);
+        // Not a donation of this connection: nothing to end here (see `donation_ended`).
+        if record.is_some() {
+            self.end_donation(record, rcode);
+        }
     }
 
     /// The server's transfer of `state_id` ended (`sst_sent`). `rcode` < 0: it failed, and

@@ -508,6 +508,8 @@ pub struct Core<W> {
     /// Writeset bytes queued to apply, as counted when queued and taken; never less than
     /// the truth but for a gap's batches (see `queue_bytes_within_limit`).
     queued_bytes: u64,
+    /// The queue is counted again no sooner than this (`clock_ms`).
+    next_recount_ms: u64,
     /// Votes on seqnos whose commit failed somewhere (vote.rs), by seqno.
     ballots: BTreeMap<Seqno, vote::Ballot<W>>,
     /// Seqnos whose commit failed here, with the outcome we voted, until decided.
@@ -584,6 +586,7 @@ impl<W: Clone + PartialEq> Core<W> {
             deliveries_held: false,
             held_delivery: None,
             queued_bytes: 0,
+            next_recount_ms: 0,
             ballots: BTreeMap::new(),
             failures: BTreeMap::new(),
             decided_votes: BTreeSet::new(),

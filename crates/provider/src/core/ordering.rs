@@ -19,6 +19,9 @@ pub const SYNCED_TAG: u64 = u64::MAX;
 /// The tag of our donations' failures (see `Core::end_donation`).
 pub(super) const TRANSFER_FAILED_TAG: u64 = u64::MAX - 2;
 
+/// A queue whose byte count says full is counted again at most this often.
+const RECOUNT_MS: u64 = 100;
+
 /// A member reports its commit cut when it moved this far, or after `CUT_INTERVAL_MS`.
 const CUT_STEP: Seqno = 256;
 const CUT_INTERVAL_MS: u64 = 1000;
@@ -178,19 +181,30 @@ impl<W: Clone + PartialEq> Core<W> {
         // through the order (the view that makes it ready, its request's donor): read on,
         // however far behind (provider simulator, seed 20069 with a small byte limit).
         let appliers_drain = self.phase.app_ready() && c.catch_up.applies();
-        !appliers_drain || queued < super::APPLY_QUEUE_LIMIT && self.queue_bytes_within_limit()
+        if !appliers_drain || queued < super::APPLY_QUEUE_LIMIT && self.queue_bytes_within_limit() {
+            return true;
+        }
+        // Full. A local transaction brute-force aborted while its writeset is being ordered
+        // waits for that delivery to learn its fate, holding its rows, and the applier that
+        // aborted it may wait for those rows: read on until it knows (a review found it).
+        self.trxs.values().any(|t| t.state == super::TrxState::Ordering && t.must_abort)
     }
 
     /// Whether the writesets queued to apply hold less than `apply_queue_bytes`. The count
     /// kept as events are queued and taken is checked first; only when it says full are they
-    /// counted again (O(queue), then corrected): a way out of the queue that it missed must
-    /// not stop deliveries for good. The gap a joiner feeds is not in the count (its batches
-    /// are bounded on their own: docs/design/joiner-gap-on-disk.md).
+    /// counted again (O(queue), then corrected, at most every `RECOUNT_MS`; the driver's
+    /// rounds try again): a way out of the queue that it missed must not stop deliveries for
+    /// good. A joiner's fed gap is counted by the recount only (its batches are bounded on
+    /// their own: docs/design/joiner-gap-on-disk.md).
     fn queue_bytes_within_limit(&mut self) -> bool {
         let limit = self.settings.apply_queue_bytes;
         if self.queued_bytes < limit {
             return true;
         }
+        if self.clock_ms < self.next_recount_ms {
+            return false;
+        }
+        self.next_recount_ms = self.clock_ms + RECOUNT_MS;
         let kept = self.connection.as_ref().map(|c| &c.gap.kept);
         self.queued_bytes = self.events.iter().chain(kept.into_iter().flatten()).map(Event::writeset_bytes).sum();
         self.queued_bytes < limit
@@ -203,6 +217,8 @@ impl<W: Clone + PartialEq> Core<W> {
             return;
         }
         self.clock_ms = self.clock_ms.max(now_ms);
+        // A queue counted full is counted again now and then (`queue_bytes_within_limit`).
+        self.release_held_delivery();
         let primary = status.primary;
         let c = self.connection.as_mut().expect("current");
         c.leader = status.leader;

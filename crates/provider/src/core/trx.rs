@@ -375,6 +375,9 @@ impl<W: Clone + PartialEq> Core<W> {
                     Some(Ok((seqno, _))) if seqno < bf_seqno && !fragment => return (Status::NotAllowed, seqno),
                     _ => {
                         trx.must_abort = true;
+                        // It waits for its own delivery to learn its fate: a full queue
+                        // must not hold it back (`may_take_deliveries`).
+                        self.release_held_delivery();
                         Status::Ok
                     }
                 }

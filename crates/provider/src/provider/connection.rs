@@ -351,7 +351,8 @@ pub(crate) fn group_config(cluster_name: &str, options: &Options) -> GroupConfig
 /// `gcs.recv_q_hard_limit`, at most `APPLY_QUEUE_BYTES`: the bytes waiting in memory to be
 /// applied, in the group's queue and again in the core's (docs/design/flow-control.md).
 pub(super) fn apply_queue_bytes(options: &Options) -> u64 {
-    options.size("gcs.recv_q_hard_limit").min(crate::core::APPLY_QUEUE_BYTES)
+    // 0 would take nothing at all: one byte takes one delivery at a time.
+    options.size("gcs.recv_q_hard_limit").clamp(1, crate::core::APPLY_QUEUE_BYTES)
 }
 
 /// `pc.ignore_sb` or `pc.ignore_quorum`: a member that lost the primary component makes one of
