@@ -298,12 +298,18 @@ fn failures_sent(core: &mut Core<u32>) -> Vec<Control> {
     sent_of(core, |c| matches!(c, Control::TransferFailed { .. }))
 }
 
-#[test]
-fn a_donors_failure_that_was_not_ordered_is_reported_again_until_it_is() {
+/// A donor whose server refused the donation it was chosen for, its report not yet taken.
+fn donation_refused_here() -> (Core<u32>, u64) {
     let (mut core, donation) = donating();
-    let generation = core.generation();
     core.donation_started(&donation, false);
     core.donation_refused(&donation, DONATION_REFUSED);
+    let generation = core.generation();
+    (core, generation)
+}
+
+#[test]
+fn a_donors_failure_that_was_not_ordered_is_reported_again_until_it_is() {
+    let (mut core, generation) = donation_refused_here();
     let reported = core.take_effects().send;
     assert!(reported.contains(&(failure(JOINER, REQUEST, DONATION_REFUSED), TRANSFER_FAILED_TAG)));
     let primary = test_status(DONOR, true, &[DONOR, JOINER]);
@@ -340,10 +346,7 @@ fn a_donation_of_an_earlier_connection_that_ends_late_tells_the_next_nothing() {
 
 #[test]
 fn what_a_closed_connection_failed_to_get_ordered_is_not_sent_by_the_next() {
-    let (mut core, donation) = donating();
-    let generation = core.generation();
-    core.donation_started(&donation, false);
-    core.donation_refused(&donation, DONATION_REFUSED);
+    let (mut core, generation) = donation_refused_here();
     core.take_effects();
     core.on_submit_failed(generation, TRANSFER_FAILED_TAG, SubmitError::Retry);
     core.on_submit_failed(generation, SYNCED_TAG, SubmitError::Retry);
