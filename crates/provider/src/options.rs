@@ -17,7 +17,11 @@ enum Kind {
     Integer,
     /// An integer in this range, both ends included.
     Within(i64, i64),
-    Float,
+    /// A share from 0 to 1, 1 included only if `to_one` (Galera's ranges for its flow-control
+    /// factors).
+    Share {
+        to_one: bool,
+    },
     /// Bytes, with an optional K/M/G/T suffix.
     Size,
     /// ISO 8601 duration such as `PT30S` or `P1D`.
@@ -92,14 +96,14 @@ const SPECS: &[Spec] = &[
     opt("gcache.sync", Kind::Bool, "no"),
     opt("gcomm.thread_prio", Kind::Schedule, ""),
     opt("gcs.fc_debug", Kind::Integer, "0"),
-    opt("gcs.fc_factor", Kind::Float, "1.0"),
+    opt("gcs.fc_factor", Kind::Share { to_one: true }, "1.0"),
     opt("gcs.fc_limit", Kind::Integer, "16"),
     opt("gcs.fc_master_slave", Kind::Bool, "no"),
     opt("gcs.fc_single_primary", Kind::Bool, "no"),
     opt("gcs.max_packet_size", Kind::Integer, "64500"),
-    opt("gcs.max_throttle", Kind::Float, "0.25"),
+    opt("gcs.max_throttle", Kind::Share { to_one: false }, "0.25"),
     opt("gcs.recv_q_hard_limit", Kind::Size, "9223372036854775807"),
-    opt("gcs.recv_q_soft_limit", Kind::Float, "0.25"),
+    opt("gcs.recv_q_soft_limit", Kind::Share { to_one: false }, "0.25"),
     opt("gcs.sync_donor", Kind::Bool, "no"),
     opt("gmcast.listen_addr", Kind::Text, ""),
     opt("gmcast.mcast_addr", Kind::Text, ""),
@@ -326,7 +330,7 @@ fn check_value(kind: Kind, value: &str) -> Result<(), ParseError> {
         Kind::Bool => parse_bool(value).is_some(),
         Kind::Integer => value.parse::<i64>().is_ok(),
         Kind::Within(low, high) => value.parse::<i64>().is_ok_and(|v| (low..=high).contains(&v)),
-        Kind::Float => value.parse::<f64>().is_ok_and(f64::is_finite),
+        Kind::Share { to_one } => value.parse::<f64>().is_ok_and(|v| v >= 0.0 && (v < 1.0 || to_one && v == 1.0)),
         Kind::Size => parse_size(value).is_some(),
         Kind::Period => parse_period(value).is_some(),
         Kind::Schedule => parse_schedule(value).is_some(),
@@ -336,6 +340,8 @@ fn check_value(kind: Kind, value: &str) -> Result<(), ParseError> {
     } else {
         let expected = match kind {
             Kind::Within(low, high) => format!("an integer from {low} to {high}"),
+            Kind::Share { to_one: true } => "a number from 0 to 1".to_owned(),
+            Kind::Share { to_one: false } => "a number from 0 to below 1".to_owned(),
             Kind::Schedule => "a scheduling policy and priority: other:0, fifo:1-99 or rr:1-99".to_owned(),
             kind => format!("a valid {kind:?}").to_lowercase(),
         };
@@ -453,6 +459,19 @@ mod tests {
         assert_eq!(o.render(), text, "setting and resetting a hidden option leaves the echo alone");
         o.apply("ist.recv_bind=127.0.0.1").unwrap();
         assert!(o.render().contains("ist.recv_bind = 127.0.0.1"), "a hidden option given a value is echoed");
+    }
+
+    #[test]
+    fn flow_control_shares_are_refused_outside_galeras_ranges() {
+        let mut o = options();
+        o.apply("gcs.fc_factor=1; gcs.recv_q_soft_limit=0.0; gcs.max_throttle=0.99").unwrap();
+        for bad in ["gcs.fc_factor=1.01", "gcs.recv_q_soft_limit=1.0", "gcs.max_throttle=-0.1", "gcs.max_throttle=NaN"]
+        {
+            assert!(o.apply(bad).is_err(), "{bad}");
+        }
+        let refused = o.apply("gcs.recv_q_soft_limit=1").unwrap_err().to_string();
+        assert!(refused.contains("'1' is not a number from 0 to below 1"), "{refused}");
+        assert_eq!(o.get("gcs.max_throttle"), "0.99");
     }
 
     #[test]

@@ -1336,15 +1336,18 @@ impl<W: Clone + PartialEq> Core<W> {
     /// that matches none of their states exactly is not reported, rather than stop a joiner
     /// whose transfer may be going well; that joiner's own SST script fails in the end.
     pub fn donation_ended(&mut self, state_id: Gtid, rcode: i32) {
-        // Every donation of this connection is listed until it ends: one that is not began
-        // in an earlier connection of this process (the server's script outlived it), and
-        // has nothing to tell this one's group, nor a desync of this one to end.
-        if self.connection.as_ref().is_none_or(|c| c.donations.is_empty()) {
+        // Every donation of this connection is listed until it ends. One that is not, or
+        // that names none of them while a script of an earlier connection still runs (the
+        // oldest is taken to end first), began in an earlier connection of this process:
+        // it has nothing to tell this one's group, nor a desync of this one to end.
+        let exact = self.connection.as_ref().and_then(|c| c.donations.iter().position(|r| r.state_id == state_id));
+        let listed = self.connection.as_ref().is_some_and(|c| !c.donations.is_empty());
+        if !listed || (exact.is_none() && self.earlier_donations > 0) {
+            self.earlier_donations = self.earlier_donations.saturating_sub(1);
             log::info!("a state transfer of an earlier connection ended (rcode {rcode}): nothing to tell the group");
             return;
         }
         let record = self.connection.as_mut().and_then(|c| {
-            let exact = c.donations.iter().position(|r| r.state_id == state_id);
             let only = (c.donations.len() == 1).then_some(0);
             match exact.or(only) {
                 Some(at) => Some(c.donations.remove(at)),

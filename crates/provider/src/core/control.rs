@@ -176,6 +176,7 @@ impl<W: Clone + PartialEq> Core<W> {
         };
         self.position = position;
         self.desync_count = 0;
+        self.earlier_donations += c.donations.len();
         self.set_phase(Phase::Closed);
         self.fail_in_flight(Status::ConnFail);
         self.save_state(position);

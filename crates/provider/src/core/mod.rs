@@ -482,6 +482,9 @@ pub struct Core<W> {
     connection: Option<Connection>,
     generation: u64,
     desync_count: i64,
+    /// Donations of earlier connections whose end the server has not reported yet: its
+    /// script outlives the connection, and its `sst_sent` belongs to none of this one's.
+    earlier_donations: usize,
     paused_at: Option<Seqno>,
     flow: flow::FlowControl,
     /// The time of the group driver's last round (ms, monotonic): what flow control counts in.
@@ -571,6 +574,7 @@ impl<W: Clone + PartialEq> Core<W> {
             connection: None,
             generation: 0,
             desync_count: 0,
+            earlier_donations: 0,
             paused_at: None,
             flow: flow::FlowControl::default(),
             clock_ms: 0,

@@ -345,6 +345,27 @@ fn a_donation_of_an_earlier_connection_that_ends_late_tells_the_next_nothing() {
 }
 
 #[test]
+fn the_end_of_an_earlier_connections_donation_is_not_taken_for_the_one_under_way_now() {
+    let (mut core, donation) = donating();
+    core.donation_started(&donation, false);
+    core.close("connection lost");
+    // Connected again, this node is chosen for the joiner's next request while the old
+    // donation's script still runs.
+    let generation = open(&mut core, DONOR, false);
+    core.on_group_status(generation, &test_status(DONOR, true, &[DONOR, JOINER]), 5_000);
+    let again = Donation { request_id: REQUEST + 1, position: Gtid::new(HISTORY, 7), ..donation };
+    let state_id = core.donation_started(&again, true);
+    core.take_effects();
+    // The old script fails, naming only the history.
+    core.donation_ended(Gtid::new(HISTORY, -1), -32);
+    assert_eq!(sent(&mut core), [], "the joiner's new transfer is not failed, the donor stays desynced");
+    assert_eq!((core.desync_count, core.connection().unwrap().donations.len()), (1, 1));
+    core.donation_ended(state_id, 0);
+    assert_eq!(sent(&mut core), [SYNCED]);
+    assert_eq!(core.desync_count, 0);
+}
+
+#[test]
 fn what_a_closed_connection_failed_to_get_ordered_is_not_sent_by_the_next() {
     let (mut core, generation) = donation_refused_here();
     core.take_effects();

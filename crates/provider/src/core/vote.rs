@@ -137,6 +137,9 @@ impl<W: Clone + PartialEq> Core<W> {
     /// The vote on our failure at `seqno` went against us, or did not end in time: this node's
     /// data differs from the group's. An applier's failure ends the node in `remote_applied`
     /// (after the server finished the writeset); a failure of our own commit ends it now.
+    /// An applier of an earlier connection (its vote ended unfinished) marks the current
+    /// one too, on purpose: `remote_applied` then counts that seqno done in the monitors the
+    /// next connection shares, so without a full transfer the writeset would be skipped.
     pub fn vote_lost(&mut self, seqno: Seqno, remote: bool) {
         self.ballots.remove(&seqno);
         self.failures.remove(&seqno);
