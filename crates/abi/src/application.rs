@@ -195,4 +195,14 @@ impl Application for ServerCallbacks {
     fn set_thread_schedule(&self, schedule: ThreadSchedule) -> Result<(), String> {
         crate::priority::set_schedule(schedule)
     }
+
+    fn release_free_memory(&self) {
+        // glibc keeps freed chunks of big writesets in its arenas once its mmap threshold has
+        // grown past their size; other C libraries are left to their own policy.
+        #[cfg(target_env = "gnu")]
+        // SAFETY: malloc_trim takes no pointer and is safe to call from any thread.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
 }

@@ -114,4 +114,7 @@ pub trait Application: Send + Sync {
     fn set_thread_schedule(&self, schedule: ThreadSchedule) -> Result<(), String> {
         Err(format!("{schedule}: not supported by this application"))
     }
+    /// Hands the memory the allocator keeps free back to the system (see
+    /// docs/design/apply-queue-memory.md, "Memory kept after a burst").
+    fn release_free_memory(&self) {}
 }

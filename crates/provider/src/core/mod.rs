@@ -117,6 +117,10 @@ pub const APPLY_QUEUE_LIMIT: usize = 16384;
 /// to be applied stays in memory, what the group holds back waits in its cache, on disk.
 pub const APPLY_QUEUE_BYTES: u64 = 64 << 20;
 
+/// glibc's first mmap threshold: buffers this big are mapped, until a freed one raises the
+/// threshold past them, and then the freed memory stays with the allocator.
+pub const LARGE_WRITESET_BYTES: i64 = 128 << 10;
+
 /// What the core needs of the provider options, typed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Settings {
@@ -453,6 +457,9 @@ pub struct Counters {
     pub repl_data_bytes: i64,
     pub received: i64,
     pub received_bytes: i64,
+    /// Of those, the bytes of writesets of `LARGE_WRITESET_BYTES` or more: what leaves memory
+    /// with the allocator once applied (`provider/memory.rs`).
+    pub received_large_bytes: i64,
     pub local_commits: i64,
     pub local_cert_failures: i64,
     pub local_replays: i64,

@@ -570,6 +570,9 @@ impl<W: Clone + PartialEq> Core<W> {
         let c = &mut self.counters;
         c.received += 1;
         c.received_bytes += bytes;
+        if bytes >= super::LARGE_WRITESET_BYTES {
+            c.received_large_bytes += bytes;
+        }
         if let Verdict::Pass { depends_on } = verdict {
             c.certified += 1;
             c.deps_distance_sum += seqno - depends_on;

@@ -235,6 +235,7 @@ impl<W: Clone + PartialEq> Core<W> {
             repl_data_bytes: c.repl_data_bytes,
             received: c.received,
             received_bytes: c.received_bytes,
+            received_large_bytes: c.received_large_bytes,
             local_commits: c.local_commits,
             local_cert_failures: c.local_cert_failures,
             local_replays: c.local_replays,

@@ -1,5 +1,6 @@
 //! Joining and leaving the group: starting the group member with the core as its delivery
 //! sink, the state-transfer receiver, and the final view.
+use super::memory::{self, MemoryRelease};
 use super::sink::CoreSink;
 use super::{lock, Link, Provider};
 use crate::addresses::{AddressSettings, GroupAddresses};
@@ -11,6 +12,7 @@ use crate::types::{Status, Uuid};
 use lockstep_group::config::ThreadStart;
 use lockstep_group::{Genesis, GroupConfig, GroupNode, MemberInfo, NodeConfig};
 use std::path::PathBuf;
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -155,12 +157,28 @@ impl Provider {
         };
         let (checkpoints, to_write) = std::sync::mpsc::sync_channel::<Box<Checkpoint>>(1);
         node.set_isolated(lock(&self.options).integer("gmcast.isolate") != 0);
-        *lock(&self.link) = Some(Arc::new(Link { generation, node, checkpoints }));
+        let (_memory_thread, link_dropped) = std::sync::mpsc::channel::<()>();
+        *lock(&self.link) = Some(Arc::new(Link { generation, node, checkpoints, _memory_thread }));
         // Ends when the connection's link (the sender) is dropped.
         self.spawn_guarded("lockstep-checkpoint", generation, move || {
             for checkpoint in to_write {
                 if let Err(e) = checkpoint.write(&cache_dir, sync_log) {
                     log::warn!("cannot keep the certification checkpoint in {}: {e}", cache_dir.display());
+                }
+            }
+        });
+        // Ends when the connection's link is dropped.
+        self.spawn_guarded("lockstep-memory", generation, {
+            let provider = Arc::downgrade(self);
+            move || {
+                let mut release = MemoryRelease::default();
+                while let Err(RecvTimeoutError::Timeout) = link_dropped.recv_timeout(memory::LOOK_EVERY) {
+                    let Some(provider) = provider.upgrade() else { break };
+                    let (bytes, queued) =
+                        provider.with_core(|core| (core.counters().received_large_bytes, core.queued_events()));
+                    if release.due(bytes, queued) {
+                        provider.app.release_free_memory();
+                    }
                 }
             }
         });

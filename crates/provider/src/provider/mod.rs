@@ -12,6 +12,7 @@ pub(crate) use connection::{group_config, segment, weight};
 mod control;
 mod gap_spool;
 mod isolation;
+mod memory;
 mod sink;
 mod stats;
 mod transactions;
@@ -72,6 +73,8 @@ struct Link {
     /// To the thread that keeps the certification checkpoint (one waiting at most: a newer
     /// one comes soon enough).
     checkpoints: SyncSender<Box<Checkpoint>>,
+    /// Dropped with the link: ends the connection's memory thread (`memory.rs`).
+    _memory_thread: std::sync::mpsc::Sender<()>,
 }
 
 /// `grastate.dat` and the newest version of it written: writes race between threads, and
