@@ -1322,9 +1322,12 @@ impl<W: Clone + PartialEq> Core<W> {
                 c.donations.iter().position(|r| (r.joiner, r.request_id) == (donation.joiner, donation.request_id));
             at.map(|at| c.donations.remove(at))
         });
-        // Not a donation of this connection: nothing to end here (see `donation_ended`).
+        // Not a donation of this connection: nothing to end here (see `donation_ended`). It
+        // was started before this connection's close counted it, and will send no `sst_sent`.
         if record.is_some() {
             self.end_donation(record, rcode);
+        } else {
+            self.earlier_donations = self.earlier_donations.saturating_sub(1);
         }
     }
 

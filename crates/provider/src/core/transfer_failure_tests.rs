@@ -366,6 +366,24 @@ fn the_end_of_an_earlier_connections_donation_is_not_taken_for_the_one_under_way
 }
 
 #[test]
+fn a_donation_refused_after_its_connection_closed_is_no_longer_waited_for() {
+    let (mut core, donation) = donating();
+    core.donation_started(&donation, false);
+    core.close("connection lost");
+    // The server's `sst_donate` fails after the close: no `sst_sent` will come for it.
+    core.donation_refused(&donation, DONATION_REFUSED);
+    let generation = open(&mut core, DONOR, false);
+    core.on_group_status(generation, &test_status(DONOR, true, &[DONOR, JOINER]), 5_000);
+    let again = Donation { request_id: REQUEST + 1, ..donation };
+    core.donation_started(&again, false);
+    core.take_effects();
+    // The new donation's failure names no state: it is this connection's.
+    core.donation_ended(Gtid::UNDEFINED, -32);
+    assert_eq!(sent(&mut core), [failure(JOINER, REQUEST + 1, -32), SYNCED]);
+    assert_eq!(core.desync_count, 0);
+}
+
+#[test]
 fn what_a_closed_connection_failed_to_get_ordered_is_not_sent_by_the_next() {
     let (mut core, generation) = donation_refused_here();
     core.take_effects();

@@ -170,8 +170,9 @@ impl Provider {
         // Ends when the connection's link is dropped.
         self.spawn_guarded("lockstep-memory", generation, {
             let provider = Arc::downgrade(self);
+            let ordered = self.lock_core().counters().received_large_bytes;
             move || {
-                let mut release = MemoryRelease::default();
+                let mut release = MemoryRelease::starting_at(ordered);
                 while let Err(RecvTimeoutError::Timeout) = link_dropped.recv_timeout(memory::LOOK_EVERY) {
                     let Some(provider) = provider.upgrade() else { break };
                     let (bytes, queued) =

@@ -14,12 +14,17 @@ const RELEASE_AFTER_BYTES: i64 = 1 << 20;
 
 /// Bytes of large writesets ordered through this node (`Counters::received_large_bytes`)
 /// when memory was last released.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct MemoryRelease {
     released_at: i64,
 }
 
 impl MemoryRelease {
+    /// From the bytes ordered so far: the counter is the process's, kept across connections.
+    pub fn starting_at(ordered_bytes: i64) -> Self {
+        MemoryRelease { released_at: ordered_bytes }
+    }
+
     /// Whether to release now, given the bytes of large writesets ordered so far and the
     /// events queued to apply.
     pub fn due(&mut self, ordered_bytes: i64, queued_events: usize) -> bool {
@@ -38,7 +43,7 @@ mod tests {
 
     #[test]
     fn memory_is_released_along_a_long_burst_and_once_its_queue_has_drained() {
-        let mut release = MemoryRelease::default();
+        let mut release = MemoryRelease::starting_at(0);
         assert!(!release.due(0, 0), "nothing went through");
         assert!(!release.due(40 << 20, 500), "the burst goes on");
         assert!(release.due(70 << 20, 500), "64 MiB since the start");
@@ -46,5 +51,7 @@ mod tests {
         assert!(release.due(100 << 20, 0), "drained: the last 30 MiB");
         assert!(!release.due(100 << 20, 0), "nothing since");
         assert!(!release.due((100 << 20) + 1000, 0), "a few small writesets are not worth it");
+        let mut next_connection = MemoryRelease::starting_at(100 << 20);
+        assert!(!next_connection.due(100 << 20, 0), "what the last connection ordered is not counted again");
     }
 }
