@@ -99,3 +99,30 @@ fn an_applier_waiting_for_the_vote_on_its_failure_gets_the_order_read_on_whateve
     assert!(core.take_effects().resume_deliveries && core.accepting_deliveries());
     assert!(core.on_delivered(generation, 6, writeset(6, 1000), live()));
 }
+
+#[test]
+fn a_joiner_without_state_keeps_nothing_its_donor_will_send_until_a_donor_was_chosen() {
+    let settings = Settings { apply_queue_bytes: 2500, ..test_settings() };
+    let mut core: Core<u32> = Core::new(settings, Gtid::UNDEFINED, true);
+    let generation = core.open(Opening {
+        me: OTHER,
+        member: member_uuid(OTHER, 1),
+        bootstrap_history: None,
+        ist_addr: "127.0.0.1:4568".into(),
+        donors: String::new(),
+        checkpoint: None,
+    });
+    let members = [ME, OTHER].iter().map(|id| test_member(*id)).collect();
+    assert!(core.on_delivered(generation, 2, Payload::View(View { view_id: 2, members }), live()));
+    let applies = |core: &Core<u32>| core.events.iter().filter(|e| matches!(e, Event::Apply { .. })).count();
+    // No request of it is ordered yet: all of these precede it, in the donor's state.
+    for seqno in 3..=10 {
+        assert!(core.on_delivered(generation, seqno, writeset(seqno as u64, 1 << 20), live()), "read on");
+    }
+    assert_eq!((applies(&core), core.queued_bytes), (0, 0), "nothing to apply is kept");
+    // Once a request was given a donor, that donor's snapshot may be older than the next
+    // request's point, and is completed from what was read meanwhile.
+    core.connection.as_mut().unwrap().had_donor = true;
+    assert!(core.on_delivered(generation, 11, writeset(11, 1000), live()));
+    assert_eq!(applies(&core), 1);
+}

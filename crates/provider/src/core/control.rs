@@ -101,6 +101,7 @@ impl<W: Clone + PartialEq> Core<W> {
             cached: None,
             donor: None,
             donor_name: String::new(),
+            had_donor: false,
             donor_search: None,
             donor_lost: false,
             script_failed_ms: None,

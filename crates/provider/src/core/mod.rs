@@ -249,6 +249,8 @@ pub struct Connection {
     pub donor: Option<(MemberId, u64)>,
     /// Its name (`wsrep_node_name`), for the log once it has left the view.
     pub donor_name: String,
+    /// A request of this connection was given a donor (see `keeps_nothing_before_its_request`).
+    pub had_donor: bool,
     /// A donor of ours left before its stream was in: once the server holds its state and no
     /// request of ours waits for a stream, the core asks for the stream alone until one is in.
     pub donor_search: Option<apply::DonorSearch>,
