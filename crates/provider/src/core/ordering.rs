@@ -855,6 +855,11 @@ impl<W: Clone + PartialEq> Core<W> {
                 if !live && !ours {
                     return;
                 }
+                if origin == me {
+                    // Its donor's snapshot may reach the server's script, still listening,
+                    // even for a request we no longer count as ours.
+                    self.connection.as_mut().expect("checked").had_donor = true;
+                }
                 log::info!(
                     "member {joiner_name} (position {position}) requested state transfer from '{}'; \
                      selected {donor_name} as donor",
@@ -865,7 +870,6 @@ impl<W: Clone + PartialEq> Core<W> {
                     let incarnation = c.view.members.iter().find(|m| m.id == donor).map_or(0, |m| m.incarnation);
                     c.donor = Some((donor, incarnation));
                     c.donor_name = donor_name.clone();
-                    c.had_donor = true;
                     // A failure of the server's script is this donor's from here.
                     c.donor_lost = false;
                     if late {
