@@ -344,15 +344,20 @@ fn a_donation_of_an_earlier_connection_that_ends_late_tells_the_next_nothing() {
     assert_eq!(core.desync_count, 0);
 }
 
-#[test]
-fn the_end_of_an_earlier_connections_donation_is_not_taken_for_the_one_under_way_now() {
+/// A donor whose connection closed while its server's script ran, connected again.
+fn reconnected_while_donating() -> (Core<u32>, Donation) {
     let (mut core, donation) = donating();
     core.donation_started(&donation, false);
     core.close("connection lost");
-    // Connected again, this node is chosen for the joiner's next request while the old
-    // donation's script still runs.
     let generation = open(&mut core, DONOR, false);
     core.on_group_status(generation, &test_status(DONOR, true, &[DONOR, JOINER]), 5_000);
+    (core, donation)
+}
+
+#[test]
+fn the_end_of_an_earlier_connections_donation_is_not_taken_for_the_one_under_way_now() {
+    // Chosen for the joiner's next request while the old donation's script still runs.
+    let (mut core, donation) = reconnected_while_donating();
     let again = Donation { request_id: REQUEST + 1, position: Gtid::new(HISTORY, 7), ..donation };
     let state_id = core.donation_started(&again, true);
     core.take_effects();
@@ -367,13 +372,9 @@ fn the_end_of_an_earlier_connections_donation_is_not_taken_for_the_one_under_way
 
 #[test]
 fn a_donation_refused_after_its_connection_closed_is_no_longer_waited_for() {
-    let (mut core, donation) = donating();
-    core.donation_started(&donation, false);
-    core.close("connection lost");
+    let (mut core, donation) = reconnected_while_donating();
     // The server's `sst_donate` fails after the close: no `sst_sent` will come for it.
     core.donation_refused(&donation, DONATION_REFUSED);
-    let generation = open(&mut core, DONOR, false);
-    core.on_group_status(generation, &test_status(DONOR, true, &[DONOR, JOINER]), 5_000);
     let again = Donation { request_id: REQUEST + 1, ..donation };
     core.donation_started(&again, false);
     core.take_effects();
