@@ -114,6 +114,7 @@ fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
     let started = Instant::now();
     let (mut runs, mut acked, mut crashes, mut transfers, mut lost) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let (mut alone, mut with_transfer, mut lost_with_donor, mut new_scripts) = (0u64, 0u64, 0u64, 0u64);
+    let (mut awaited, mut wrong, mut untold) = (0u64, 0u64, 0u64);
     for seed in seeds {
         // A panic is a violation too (the cores assert their state transitions).
         let run = std::panic::catch_unwind(|| provider_sim::run_seed(seed, trace));
@@ -128,6 +129,9 @@ fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
                 new_scripts += outcome.new_scripts;
                 alone += outcome.restarts_alone;
                 with_transfer += outcome.restarts_with_transfer;
+                awaited += outcome.choices_awaited;
+                wrong += outcome.guesses_wrong;
+                untold += outcome.choices_untold;
                 lost += u64::from(outcome.state_lost);
                 if one {
                     println!("{outcome:?}");
@@ -140,7 +144,8 @@ fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
         "provider layer: {runs} seeds passed in {:.1} s: {acked} commits acknowledged, {crashes} node crashes, \
          {transfers} state transfers ({lost_with_donor} more lost with a donor that died, the joiner asking another; \
          {new_scripts} joiner scripts started again after such a donor broke them); restarts that held their order: {alone} caught up alone, {with_transfer} took a \
-         transfer from a member that stayed up synced; {lost} runs lost every holder of the certification state for good (no node \
+         transfer from a member that stayed up synced; {awaited} requests of joiners that guessed who is synced \
+         awaited the group's donor choice ({wrong} guesses wrong, {untold} not told in time); {lost} runs lost every holder of the certification state for good (no node \
          had a usable checkpoint; safety judged, not convergence)",
         started.elapsed().as_secs_f64()
     );

@@ -81,6 +81,8 @@ pub struct Preload {
     pub cuts: Vec<(MemberId, Seqno)>,
     /// Members announced synced (donor candidates).
     pub synced: Vec<MemberId>,
+    /// `synced` is the sender's guess, not the group's (core/donor_choice.rs).
+    pub synced_guessed: bool,
     /// The last view, isolated or PA-unsafe writeset: nothing after it applies before it.
     pub barrier: Seqno,
 }
@@ -167,6 +169,10 @@ impl Preload {
             w.u64(member.0);
         }
         w.u64(self.barrier as u64);
+        // Trailing and only when set: a checkpoint written before reads as before.
+        if self.synced_guessed {
+            w.bool(true);
+        }
         w.bytes
     }
 }
@@ -196,7 +202,8 @@ fn decode_part(body: &[u8], optimistic_pa: bool) -> Result<Option<Part>, DecodeE
                 (0..r.len(16)?).map(|_| Ok((MemberId(r.u64()?), r.u64()? as Seqno))).collect::<Result<_, _>>()?;
             let synced = (0..r.len(8)?).map(|_| r.u64().map(MemberId)).collect::<Result<_, _>>()?;
             let barrier = r.u64()? as Seqno;
-            Some(Part::Preload(Preload { index, cuts, synced, barrier }))
+            let synced_guessed = if r.remaining() > 0 { r.bool()? } else { false };
+            Some(Part::Preload(Preload { index, cuts, synced, synced_guessed, barrier }))
         }
         END => None,
         _ => return Err(DecodeError("unknown state transfer frame")),
@@ -364,7 +371,13 @@ pub(crate) mod tests {
             continues_stream: false,
         };
         index.certify(candidate);
-        Preload { index, cuts: vec![(MemberId(3), 9)], synced: vec![MemberId(1), MemberId(2)], barrier: 11 }
+        Preload {
+            index,
+            cuts: vec![(MemberId(3), 9)],
+            synced: vec![MemberId(1), MemberId(2)],
+            synced_guessed: false,
+            barrier: 11,
+        }
     }
 
     fn items() -> Vec<Item> {
@@ -428,6 +441,11 @@ pub(crate) mod tests {
             assert!(decode_part(&body[..cut], true).is_err());
         }
         assert!(Header::decode(&Item::Skipped { seqno: 1 }.encode()).is_err());
+        // Whether the synced set was a guess travels only when it was.
+        let guessed = Preload { synced_guessed: true, ..preload() }.encode();
+        assert_eq!(guessed.len(), body.len() + 1);
+        assert!(Preload::decode(&guessed, true).unwrap().expect("a preload").synced_guessed);
+        assert!(!Preload::decode(&body, true).unwrap().expect("a preload").synced_guessed);
     }
 
     #[test]

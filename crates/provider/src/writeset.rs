@@ -41,22 +41,8 @@ pub enum Control {
     /// The sender will never again replicate a writeset that saw less than `seqno`, so
     /// certification history at or below the minimum over members may be purged.
     CommitCut { seqno: Seqno },
-    /// A member without usable state asks for a state transfer. `position`: where its data
-    /// stands in this history (undefined if not in it); `has_state`: it also holds the
-    /// order from there; `ist_addr`: where the donor sends the incremental transfer; `id`:
-    /// tells this request from the sender's earlier ones (a restarted member reads those again);
-    /// `own_order`: the sender also certified that order with the group's certification state
-    /// (a restarted member that could catch up alone), so a donor confirms its position
-    /// whether or not its cache holds the gap (docs/design/restart-from-own-log.md).
-    StateRequest {
-        sst_request: Vec<u8>,
-        position: Gtid,
-        donors: String,
-        has_state: bool,
-        ist_addr: String,
-        id: u64,
-        own_order: bool,
-    },
+    /// A member without usable state asks for a state transfer.
+    StateRequest(StateRequest),
     /// The sender has the group's state and has caught up with the order. `since`: it was
     /// already synced when it sent this, and has been since its own announcement ordered
     /// after that seqno (none: it was not synced yet; this announcement makes it so).
@@ -72,6 +58,31 @@ pub enum Control {
     /// (Galera's JOIN with a negative code): every member logs it, and the joiner, which will
     /// never receive that state, stops.
     TransferFailed { joiner: MemberId, id: u64, rcode: i32 },
+    /// The sender's donor choice for `joiner`'s state request `id` (none: no member could
+    /// donate), sent by members that know which members are synced when the request says
+    /// its sender only guesses it (docs/design/donor-choice-of-a-guessing-joiner.md).
+    DonorChoice { joiner: MemberId, id: u64, donor: Option<MemberId> },
+}
+
+/// A state request. `position`: where the sender's data stands in this history (undefined
+/// if not in it); `donors`: `wsrep_sst_donor`; `has_state`: it also holds the order from
+/// there; `ist_addr`: where the donor sends the incremental transfer; `id`: tells this
+/// request from the sender's earlier ones (a restarted member reads those again);
+/// `own_order`: the sender also certified that order with the group's certification state
+/// (a restarted member that could catch up alone), so a donor confirms its position whether
+/// or not its cache holds the gap (docs/design/restart-from-own-log.md); `guessing`: the
+/// sender guesses which members are synced (it joined after their announcements), so the
+/// members that know answer with their donor choice (`Control::DonorChoice`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateRequest {
+    pub sst_request: Vec<u8>,
+    pub position: Gtid,
+    pub donors: String,
+    pub has_state: bool,
+    pub ist_addr: String,
+    pub id: u64,
+    pub own_order: bool,
+    pub guessing: bool,
 }
 
 const WRITESET: u8 = 1;
@@ -82,6 +93,7 @@ const SYNCED: u8 = 5;
 const VOTE: u8 = 6;
 const FLOW: u8 = 7;
 const TRANSFER_FAILED: u8 = 8;
+const DONOR_CHOICE: u8 = 9;
 
 fn put_uuid(w: &mut Writer, uuid: &Uuid) {
     w.bytes(&uuid.0);
@@ -283,13 +295,16 @@ impl Control {
                 w.u64(*seqno as u64);
                 w.bytes
             }
-            Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id, own_order } => {
+            Control::StateRequest(r) => {
                 let mut w = header(STATE_REQUEST);
-                w.bytes(sst_request);
-                put_uuid(&mut w, &position.uuid);
-                w.u64(position.seqno as u64).str(donors).bool(*has_state).str(ist_addr).u64(*id);
+                w.bytes(&r.sst_request);
+                put_uuid(&mut w, &r.position.uuid);
+                w.u64(r.position.seqno as u64).str(&r.donors).bool(r.has_state).str(&r.ist_addr).u64(r.id);
                 // Trailing and only when set: an older member reads the rest as before.
-                if *own_order {
+                if r.own_order || r.guessing {
+                    w.bool(r.own_order);
+                }
+                if r.guessing {
                     w.bool(true);
                 }
                 w.bytes
@@ -316,11 +331,20 @@ impl Control {
                 w.u64(joiner.0).u64(*id).u32(*rcode as u32);
                 w.bytes
             }
+            Control::DonorChoice { joiner, id, donor } => {
+                let mut w = header(DONOR_CHOICE);
+                w.u64(joiner.0).u64(*id);
+                if let Some(donor) = donor {
+                    w.u64(donor.0);
+                }
+                w.bytes
+            }
         }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Control, DecodeError> {
-        let (mut r, _, kind) = open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED, VOTE, FLOW, TRANSFER_FAILED])?;
+        let (mut r, _, kind) =
+            open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED, VOTE, FLOW, TRANSFER_FAILED, DONOR_CHOICE])?;
         let control = match kind {
             BARRIER => Control::Barrier { id: r.u64()? },
             COMMIT_CUT => Control::CommitCut { seqno: r.u64()? as Seqno },
@@ -330,7 +354,17 @@ impl Control {
                 let donors = r.str()?;
                 let (has_state, ist_addr, id) = (r.bool()?, r.str()?, r.u64()?);
                 let own_order = if r.remaining() > 0 { r.bool()? } else { false };
-                Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id, own_order }
+                let guessing = if r.remaining() > 0 { r.bool()? } else { false };
+                Control::StateRequest(StateRequest {
+                    sst_request,
+                    position,
+                    donors,
+                    has_state,
+                    ist_addr,
+                    id,
+                    own_order,
+                    guessing,
+                })
             }
             VOTE => Control::Vote { seqno: r.u64()? as Seqno, outcome: r.u64()? },
             FLOW => {
@@ -347,6 +381,11 @@ impl Control {
                 Control::TransferFailed { joiner, id, rcode }
             }
             SYNCED => Control::Synced { since: if r.remaining() > 0 { Some(r.u64()? as Seqno) } else { None } },
+            DONOR_CHOICE => {
+                let (joiner, id) = (MemberId(r.u64()?), r.u64()?);
+                let donor = if r.remaining() > 0 { Some(MemberId(r.u64()?)) } else { None };
+                Control::DonorChoice { joiner, id, donor }
+            }
             _ => return Err(DecodeError("unexpected message kind")),
         };
         r.finish()?;
@@ -427,7 +466,7 @@ mod tests {
         let controls = [
             Control::Barrier { id: 9 },
             Control::CommitCut { seqno: 42 },
-            Control::StateRequest {
+            Control::StateRequest(StateRequest {
                 sst_request: b"rsync\x00127.0.0.1:4444/rsync_sst\x00".to_vec(),
                 position: Gtid::UNDEFINED,
                 donors: "node1,".into(),
@@ -435,8 +474,9 @@ mod tests {
                 ist_addr: "127.0.0.1:4568".into(),
                 id: 77,
                 own_order: false,
-            },
-            Control::StateRequest {
+                guessing: false,
+            }),
+            Control::StateRequest(StateRequest {
                 sst_request: b"rsync\x00127.0.0.1:4444/rsync_sst\x00".to_vec(),
                 position: Gtid::new(Uuid([3; 16]), 12),
                 donors: String::new(),
@@ -444,7 +484,20 @@ mod tests {
                 ist_addr: "127.0.0.1:4568".into(),
                 id: 78,
                 own_order: true,
-            },
+                guessing: false,
+            }),
+            Control::StateRequest(StateRequest {
+                sst_request: Vec::new(),
+                position: Gtid::UNDEFINED,
+                donors: String::new(),
+                has_state: false,
+                ist_addr: "127.0.0.1:4568".into(),
+                id: 79,
+                own_order: false,
+                guessing: true,
+            }),
+            Control::DonorChoice { joiner: MemberId(2), id: 79, donor: Some(MemberId(3)) },
+            Control::DonorChoice { joiner: MemberId(2), id: 80, donor: None },
             Control::Synced { since: None },
             Control::Synced { since: Some(0) },
             Control::Synced { since: Some(1234) },
@@ -475,7 +528,7 @@ mod tests {
             key_bytes: keys.byte_len(),
             data: vec![9; 64],
         };
-        let control = Control::StateRequest {
+        let control = Control::StateRequest(StateRequest {
             sst_request: b"rsync\x00127.0.0.1:4444/rsync_sst\x00".to_vec(),
             position: Gtid::new(Uuid([3; 16]), 12),
             donors: "node1,".into(),
@@ -483,12 +536,14 @@ mod tests {
             ist_addr: "127.0.0.1:4568".into(),
             id: 77,
             own_order: true,
-        };
+            guessing: true,
+        });
         let samples = [
             ws.encode(),
             control.encode(),
             Control::Vote { seqno: 12, outcome: 5 }.encode(),
             Control::TransferFailed { joiner: MemberId(2), id: 77, rcode: -125 }.encode(),
+            Control::DonorChoice { joiner: MemberId(2), id: 77, donor: Some(MemberId(1)) }.encode(),
         ];
         let mut decoded = 0;
         for bytes in lockstep_group::fuzz::corruptions(&samples, 20_000, 5) {

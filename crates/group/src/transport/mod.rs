@@ -28,8 +28,10 @@ use std::time::{Duration, Instant};
 /// an arbitrator; 3: its weight, and memberships list non-voters; 4: its segment, and
 /// relayed messages; 5: `Campaign`; 6: Raft messages number their append calls; 7: a relay's
 /// parts share its envelope, and a voter's extra votes are shadow ids in memberships; 8: the
-/// provider's writesets carry their keys' chains, not the keys).
-pub const PROTOCOL_VERSION: u32 = 8;
+/// provider's writesets carry their keys' chains, not the keys; 9: the provider's state
+/// requests say whether their sender guesses who is synced, members answer with their donor
+/// choice, and a donor's certification state says whether its synced set was a guess).
+pub const PROTOCOL_VERSION: u32 = 9;
 /// From accepting a connection to its peer's hello, TLS handshake included.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest record accepted before the peer's hello.

@@ -9,7 +9,7 @@ use super::{Core, APPLICATION_PROTOCOL, CAPABILITIES};
 use crate::application::{Member, View, ViewStatus};
 use crate::ist::Preload;
 use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
-use crate::writeset::{Control, Writeset};
+use crate::writeset::{Control, StateRequest, Writeset};
 use lockstep_group::MemberId;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -247,10 +247,8 @@ pub enum RequestStart {
     /// act on the request), or an earlier request of ours was ordered with a donor: nothing
     /// to ask, wait for it.
     AlreadyReceived,
-    /// Send the request: our position, whether we also hold the order from there,
-    /// `ist.recv_addr`, the donors asked for, whether we certified that order with the
-    /// group's state.
-    Send { position: Gtid, has_state: bool, ist_addr: String, donors: String, own_order: bool },
+    /// Send this request, with the server's own request (`sst_request`) added.
+    Send(StateRequest),
 }
 
 /// Whether an applier may run an event now.
@@ -675,6 +673,7 @@ impl<W: Clone + PartialEq> Core<W> {
         if self.phase != Phase::Joining(Handshake::Requested) {
             self.set_phase(Phase::Joining(Handshake::Requested));
         }
+        let guessing = self.guesses_who_is_synced();
         let c = self.connection.as_mut().expect("current");
         c.new_request_id(request_id);
         if new_script {
@@ -682,7 +681,16 @@ impl<W: Clone + PartialEq> Core<W> {
             // nobody listening, and its failure must not end this request.
             c.earlier_requests.clear();
         }
-        RequestStart::Send { position, has_state, ist_addr: c.ist_addr.clone(), donors: c.donors.clone(), own_order }
+        RequestStart::Send(StateRequest {
+            sst_request: Vec::new(),
+            position,
+            donors: c.donors.clone(),
+            has_state,
+            ist_addr: c.ist_addr.clone(),
+            id: request_id,
+            own_order,
+            guessing,
+        })
     }
 
     /// How our request stands; `None` after registering `waiter`.
@@ -731,10 +739,11 @@ impl<W: Clone + PartialEq> Core<W> {
                 Status::Ok
             }
             Phase::Joining(Handshake::NoDonor) => {
-                // Found by the simulator: a joiner that restarted past a gap in the group's
-                // log guesses which members are synced and may find no donor where the others
-                // chose one. That donor's state came, but this node refused its stream: it
-                // cannot continue from it, and stops rather than wait forever.
+                // Only a joiner that guessed which members are synced and was told no donor
+                // choice within its bound (docs/design/donor-choice-of-a-guessing-joiner.md)
+                // can find no donor where the others chose one. That donor's state came, but
+                // this node refused its stream: it cannot continue from it, and stops rather
+                // than wait forever.
                 log::error!(
                     "state transfer result {position} (rcode {rcode}) arrived after this node found no donor \
                      for its request: it cannot tell where that state ends; restart it to rejoin"
@@ -966,6 +975,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.cuts = preload.cuts.into_iter().collect();
         self.ordering.synced = preload.synced.into_iter().collect();
         self.ordering.synced_unknown = false;
+        self.ordering.synced_guessed = preload.synced_guessed;
         // Dependencies after `at` are computed from the donor's barrier, as everywhere.
         self.ordering.barrier = preload.barrier;
         self.ordering.index_from_group = true;
@@ -1173,7 +1183,9 @@ impl<W: Clone + PartialEq> Core<W> {
     pub(super) fn ask_again_due(&mut self, now_ms: u64) {
         let generation = self.generation;
         let Some(c) = self.connection.as_mut() else { return };
-        let Some(search) = c.donor_search.filter(|s| now_ms >= s.next_ms && c.catch_up == CatchUp::Waiting) else {
+        // A request of ours awaiting its donor choice is not asked again meanwhile.
+        let due = |s: &DonorSearch| now_ms >= s.next_ms && c.catch_up == CatchUp::Waiting && c.awaited_choice.is_none();
+        let Some(search) = c.donor_search.filter(due) else {
             return;
         };
         if now_ms >= search.since_ms + DONOR_SEARCH_MS {
@@ -1195,7 +1207,8 @@ impl<W: Clone + PartialEq> Core<W> {
         };
         let own_order = self.can_catch_up_alone();
         log::info!("requesting the state transfer stream again from position {position}");
-        let request = Control::StateRequest {
+        let guessing = self.guesses_who_is_synced();
+        let request = Control::StateRequest(StateRequest {
             sst_request: Vec::new(),
             position,
             donors,
@@ -1203,7 +1216,8 @@ impl<W: Clone + PartialEq> Core<W> {
             ist_addr,
             id,
             own_order,
-        };
+            guessing,
+        });
         self.effects.send.push((request, 0));
     }
 
@@ -1299,6 +1313,7 @@ impl<W: Clone + PartialEq> Core<W> {
             index: self.certification.clone(),
             cuts: self.ordering.cuts.iter().map(|(id, cut)| (*id, *cut)).collect(),
             synced: self.ordering.synced.iter().copied().collect(),
+            synced_guessed: self.guesses_who_is_synced(),
             barrier: self.ordering.barrier,
         }
     }

@@ -4,6 +4,7 @@ use super::*;
 use crate::application::WsHandle;
 use crate::certification::Chains;
 use crate::types::SourceTrx;
+use crate::writeset::StateRequest;
 use lockstep_group::View;
 
 const HISTORY: Uuid = Uuid([7; 16]);
@@ -123,7 +124,7 @@ fn a_joiner_without_state_keeps_nothing_its_donor_will_send_until_a_donor_was_ch
     // A request of ours given a donor, even one no longer counted as ours (its id is not the
     // current one): that donor's snapshot may reach the server's script and be older than a
     // later request's point, completed then from what was read meanwhile.
-    let request = Control::StateRequest {
+    let request = Control::StateRequest(StateRequest {
         sst_request: b"mariabackup\x00127.0.0.1:4444\x00".to_vec(),
         position: Gtid::UNDEFINED,
         donors: String::new(),
@@ -131,7 +132,8 @@ fn a_joiner_without_state_keeps_nothing_its_donor_will_send_until_a_donor_was_ch
         ist_addr: "127.0.0.1:4568".into(),
         id: 99,
         own_order: false,
-    };
+        guessing: false,
+    });
     core.on_delivered(generation, 11, Payload::Control { origin: OTHER, control: request }, live());
     assert_eq!(core.catch_up(generation), Some(phase::CatchUp::Waiting), "not the current request");
     assert!(core.on_delivered(generation, 12, writeset(12, 1000), live()));

@@ -111,11 +111,12 @@ impl<W: Clone + PartialEq> Core<W> {
             donations: Default::default(),
             restart: super::phase::Restart::Undecided,
             checkpoint: opening.checkpoint,
+            awaited_choice: None,
         });
         self.set_phase(Phase::Opening);
         self.events.clear();
         self.deliveries_held = false;
-        self.held_delivery = None;
+        self.held_deliveries.clear();
         self.queued_bytes = 0;
         self.ordering.last_cut = None;
         self.ordering.last_checkpoint = None;

@@ -12,6 +12,7 @@
 //! docs/design/provider-core.md.
 mod apply;
 mod control;
+mod donor_choice;
 mod flow;
 mod monitor;
 mod ordering;
@@ -271,6 +272,9 @@ pub struct Connection {
     pub donations: Vec<apply::Donating>,
     /// A restarted node that could catch up alone: whether it does.
     pub restart: phase::Restart,
+    /// Our state request, ordered while we guessed which members are synced, awaiting the
+    /// donor choice of a member that knows.
+    pub awaited_choice: Option<donor_choice::AwaitedChoice>,
     /// The certification checkpoint found at the start, until the first delivery says
     /// whether it fits.
     pub checkpoint: Option<Box<Checkpoint>>,
@@ -318,6 +322,9 @@ struct Ordering<W> {
     snapshot_joiners: BTreeMap<MemberId, Seqno>,
     /// Until the first view: announcements made before our first delivery are unknown.
     synced_unknown: bool,
+    /// `synced` is the guess taken at our first view (every other member), not the group's:
+    /// our state requests await the donor choice of a member that knows (core/donor_choice.rs).
+    synced_guessed: bool,
     /// Which seqnos failed certification, for the incremental transfers we donate.
     verdicts: apply::Verdicts,
     /// Our last commit cut sent, and when (in ticks' milliseconds).
@@ -355,6 +362,7 @@ impl<W> Default for Ordering<W> {
             synced: BTreeSet::new(),
             snapshot_joiners: BTreeMap::new(),
             synced_unknown: false,
+            synced_guessed: false,
             verdicts: apply::Verdicts::default(),
             last_cut: None,
             index_from_group: false,
@@ -515,8 +523,10 @@ pub struct Core<W> {
     parallelism: parallelism::Parallelism,
     /// The group was told to hold deliveries: resume them when there is room.
     deliveries_held: bool,
-    /// A delivery that arrived when there was no room, taken first when there is.
-    held_delivery: Option<(Seqno, Payload, DeliveryContext)>,
+    /// Deliveries not taken yet, in order, taken first when there is room: one that arrived
+    /// when there was none, or what the order delivered while our state request awaited its
+    /// donor choice (core/donor_choice.rs).
+    held_deliveries: VecDeque<(Seqno, Payload, DeliveryContext)>,
     /// Writeset bytes queued to apply, as counted when queued and taken; never less than
     /// the truth but for a gap's batches (see `queue_bytes_within_limit`).
     queued_bytes: u64,
@@ -567,6 +577,9 @@ pub enum Observation {
     Certified { seqno: Seqno, verdict: Verdict, with_group_state: bool },
     /// A donor's certification state was installed for the order after `at`.
     IndexInstalled { at: Seqno, digest: u64 },
+    /// Our state request awaited the donor choice of a member that knows who is synced:
+    /// `guess` was ours, `chosen` the one taken (`answered`: told, else our guess after the bound).
+    DonorChoice { guess: Option<MemberId>, chosen: Option<MemberId>, answered: bool },
 }
 
 impl<W: Clone + PartialEq> Core<W> {
@@ -597,7 +610,7 @@ impl<W: Clone + PartialEq> Core<W> {
             appliers_in_flight: Vec::new(),
             parallelism: Default::default(),
             deliveries_held: false,
-            held_delivery: None,
+            held_deliveries: VecDeque::new(),
             queued_bytes: 0,
             next_recount_ms: 0,
             ballots: BTreeMap::new(),

@@ -8,7 +8,7 @@ use super::{Core, InFlight};
 use crate::application::{Member, View, ViewStatus};
 use crate::certification::{Candidate, CertificationIndex, Chains, Verdict};
 use crate::checkpoint::Checkpoint;
-use crate::state_transfer::{choose_donor, transfer_failed_line};
+use crate::state_transfer::transfer_failed_line;
 use crate::types::{flags, Gtid, Seqno, Status, Uuid};
 use crate::writeset::{Control, Writeset};
 use lockstep_group::{Delivered, DeliveredKind, MemberId, SubmitError};
@@ -105,16 +105,30 @@ impl<W: Clone + PartialEq> Core<W> {
             // Nobody will take it: the connection is ending.
             return true;
         }
-        if self.held_delivery.is_some() || !self.may_take_deliveries() {
-            assert!(self.held_delivery.is_none(), "the group hands over nothing more once told to hold");
-            self.held_delivery = Some((seqno, payload, context));
-            self.deliveries_held = true;
-            return false;
+        if self.awaits_donor_choice() {
+            self.read_on_for_choice(seqno, payload, context);
+        } else if !self.held_deliveries.is_empty() || !self.may_take_deliveries() {
+            // The group hands over nothing more once `on_delivered` said to hold; a hold that
+            // began between deliveries (a donor choice decided by its bound, on a tick) shows
+            // here first.
+            self.held_deliveries.push_back((seqno, payload, context));
+        } else {
+            self.take_delivery(seqno, payload, context);
         }
-        self.take_delivery(seqno, payload, context);
-        let more = self.may_take_deliveries();
+        self.release_held_delivery();
+        let more = self.reads_on();
         self.deliveries_held |= !more;
         more
+    }
+
+    /// Whether the group may hand over the next delivery: the core takes it, or reads on for
+    /// the donor choice our request awaits.
+    fn reads_on(&mut self) -> bool {
+        self.awaits_donor_choice() || self.held_deliveries.is_empty() && self.may_take_deliveries()
+    }
+
+    fn awaits_donor_choice(&self) -> bool {
+        self.connection.as_ref().is_some_and(|c| c.awaited_choice.is_some())
     }
 
     /// Whether the group may hand over deliveries (the driver asks after each round).
@@ -122,19 +136,22 @@ impl<W: Clone + PartialEq> Core<W> {
         !self.deliveries_held
     }
 
-    /// Room again (an applier took an event, the donor's stream is in): the delivery that
-    /// waited in the core goes in, and the group is told to go on.
+    /// Room again (an applier took an event, the donor's stream is in, our request's donor
+    /// choice is known): the deliveries that waited in the core go in, in order, and the group
+    /// is told to go on.
     pub(super) fn release_held_delivery(&mut self) {
-        if !self.deliveries_held || !self.may_take_deliveries() {
-            return;
-        }
-        if let Some((seqno, payload, context)) = self.held_delivery.take() {
+        while !self.awaits_donor_choice() && self.may_take_deliveries() {
+            let Some((seqno, payload, context)) = self.held_deliveries.pop_front() else { break };
             self.take_delivery(seqno, payload, context);
         }
-        if self.may_take_deliveries() {
+        let reads_on = self.reads_on();
+        if self.deliveries_held && reads_on {
             self.deliveries_held = false;
             self.effects.resume_deliveries = true;
         }
+        // Our request's donor choice came with a tick (its bound): the group is told at its
+        // next delivery, or by `accepting_deliveries` after its round.
+        self.deliveries_held |= !reads_on;
     }
 
     fn take_delivery(&mut self, seqno: Seqno, payload: Payload, context: DeliveryContext) {
@@ -243,6 +260,8 @@ impl<W: Clone + PartialEq> Core<W> {
             self.view_after_gap(status);
         }
         self.restart_choice_due(now_ms);
+        self.choice_wait_due(now_ms, primary);
+        self.release_held_delivery();
         if primary {
             self.ask_again_due(now_ms);
         }
@@ -368,6 +387,7 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.verdicts.known_from(first + 1, []);
         }
         self.ordering.synced_unknown = !bootstrapped;
+        self.ordering.synced_guessed = false;
         self.ordering.index_from_group = bootstrapped;
         self.ordering.delivered = first;
         self.ordering.barrier = first;
@@ -404,6 +424,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.barrier = preload.barrier;
         self.ordering.verdicts.known_from(committed + 1, failed);
         self.ordering.synced_unknown = false;
+        self.ordering.synced_guessed = preload.synced_guessed;
         self.ordering.index_from_group = true;
         self.ordering.restored = Some((at, controls));
         log::info!("certification state restored from this node's checkpoint at seqno {at}");
@@ -468,10 +489,12 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         if seqno > self.ordering.delivered {
             // Seqnos this node never certified: its index is no longer the group's (a donor's
-            // preload makes it so again).
+            // preload makes it so again), nor its synced set (the next view takes a guess).
             self.ordering.index_from_group = false;
             self.ordering.verdicts = Default::default();
             self.ordering.restored = None;
+            self.ordering.synced_unknown = true;
+            self.ordering.synced_guessed = false;
         }
         self.ordering.delivered = self.ordering.delivered.max(seqno);
         let committed = self.committed.last_contiguous();
@@ -635,7 +658,15 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.members = view.members.iter().filter(|m| !m.arbitrator).map(|m| m.id).collect();
             self.ordering.barrier = seqno;
             self.ordering.cuts.retain(|id, _| view.contains(*id));
-            self.ordering.synced.retain(|id| view.contains(*id));
+            // A member that connected again in between (a new incarnation, back within the
+            // eviction timeout) starts over: what it announced before is not true of it now.
+            let previous = self.connection.as_ref().map(|c| &c.view.members);
+            let same_incarnation = |id: MemberId| {
+                let incarnation =
+                    |members: &[lockstep_group::MemberInfo]| members.iter().find(|m| m.id == id).map(|m| m.incarnation);
+                previous.is_none_or(|p| incarnation(p).is_none_or(|before| incarnation(&view.members) == Some(before)))
+            };
+            self.ordering.synced.retain(|id| view.contains(*id) && same_incarnation(*id));
             self.ordering.snapshot_joiners.retain(|id, _| view.contains(*id));
             // Members that left no longer vote: what they said or would say does not count.
             self.tally_all();
@@ -648,6 +679,7 @@ impl<W: Clone + PartialEq> Core<W> {
             // An arbitrator holds no data: never synced, never a donor.
             self.ordering.synced = view.members.iter().filter(|m| !m.arbitrator && m.id != me).map(|m| m.id).collect();
             self.ordering.synced_unknown = false;
+            self.ordering.synced_guessed = true;
         }
         let closing = matches!(self.phase, Phase::Closing { .. });
         let Some(c) = self.connection.as_mut() else { return };
@@ -761,6 +793,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.index_from_group = true;
         self.ordering.verdicts.known_from(seqno, []);
         self.ordering.synced_unknown = false;
+        self.ordering.synced_guessed = false;
     }
 
     /// A restarted node whose data continues the order it received, certified with the
@@ -816,81 +849,9 @@ impl<W: Clone + PartialEq> Core<W> {
                     }
                 }
             }
-            Control::StateRequest { sst_request, position, donors, has_state, ist_addr, id, own_order } => {
-                let Some(c) = self.connection.as_ref() else { return };
-                let current = origin == me && id == c.request_id;
-                // An earlier request of ours ordered late while we still wait for a donor: its
-                // donor will act on it (its snapshot reaches the server's script, which still
-                // listens), so it is our request from here.
-                let late = origin == me && c.catch_up == CatchUp::Waiting && c.earlier_requests.contains(&id);
-                let ours = current || late;
-                let able = self.ordering.synced.iter().filter(|id| !self.failure_vote_open(**id)).copied().collect();
-                let donor = choose_donor(&c.view.members, &able, origin, &donors);
-                // Owned: the tally below needs the core while they are still to be logged.
-                let name_of = |id: MemberId| {
-                    c.view.members.iter().find(|m| m.id == id).map_or("?".to_string(), |m| m.name.clone())
-                };
-                let joiner_name = name_of(origin);
-                let Some(donor) = donor else {
-                    if live {
-                        // A Note: a joiner asks again, and a busy cluster is no fault.
-                        log::info!("member {joiner_name} requested state transfer but no member can donate now");
-                        if current && self.phase == Phase::Joining(super::phase::Handshake::Requested) {
-                            self.set_phase(Phase::Joining(super::phase::Handshake::NoDonor));
-                        }
-                    }
-                    return;
-                };
-                let donor_name = name_of(donor);
-                self.ordering.synced.remove(&donor);
-                self.ordering.synced.remove(&origin);
-                if has_state {
-                    self.ordering.snapshot_joiners.remove(&origin);
-                } else {
-                    self.ordering.snapshot_joiners.insert(origin, after);
-                    // Its vote is known now: a ballot that waited for it may be decided.
-                    self.tally_all();
-                }
-                // Our current request is news to us, whatever the log says.
-                if !live && !ours {
-                    return;
-                }
-                if origin == me {
-                    // Its donor's snapshot may reach the server's script, still listening,
-                    // even for a request we no longer count as ours.
-                    self.connection.as_mut().expect("checked").had_donor = true;
-                }
-                log::info!(
-                    "member {joiner_name} (position {position}) requested state transfer from '{}'; \
-                     selected {donor_name} as donor",
-                    if donors.is_empty() { "*any*" } else { donors.as_str() }
-                );
-                if ours {
-                    let c = self.connection.as_mut().expect("checked");
-                    let incarnation = c.view.members.iter().find(|m| m.id == donor).map_or(0, |m| m.incarnation);
-                    c.donor = Some((donor, incarnation));
-                    c.donor_name = donor_name.clone();
-                    // A failure of the server's script is this donor's from here.
-                    c.donor_lost = false;
-                    if late {
-                        log::info!(
-                            "an earlier state request of this node was ordered late, with a donor: waiting for it"
-                        );
-                        c.request_id = id;
-                        if self.phase == Phase::Joining(super::phase::Handshake::NoDonor) {
-                            self.set_phase(Phase::Joining(super::phase::Handshake::Requested));
-                        }
-                    }
-                    if self.connection.as_ref().is_some_and(|c| c.catch_up == CatchUp::Waiting) {
-                        self.set_catch_up(CatchUp::AtRequest(after));
-                    }
-                }
-                if donor == me {
-                    let donation =
-                        self.donation(origin, id, sst_request, after, position, has_state, ist_addr, own_order);
-                    self.push_event(Event::Donate(Box::new(donation)));
-                }
-            }
+            Control::StateRequest(request) => self.state_request_ordered(after, origin, request, live),
+            // Taken as it arrives, by the member whose request awaits it (`read_on_for_choice`).
+            Control::DonorChoice { .. } => {}
             Control::TransferFailed { joiner, id, rcode } => {
                 // Replayed ones (from before a restart) are of a past connection.
                 if !live {

@@ -72,9 +72,9 @@ fn a_member_synced_since_before_our_first_live_view_makes_a_restarted_node_ask_f
     // Its request says it holds the order with the group's verdicts: the donor confirms its
     // position whether or not its cache holds the gap.
     match core.begin_state_request(generation, 9) {
-        RequestStart::Send { position, has_state, own_order, .. } => {
-            assert_eq!(position, Gtid::new(HISTORY, 3));
-            assert!(has_state && own_order);
+        RequestStart::Send(request) => {
+            assert_eq!(request.position, Gtid::new(HISTORY, 3));
+            assert!(request.has_state && request.own_order);
         }
         other => panic!("{other:?}"),
     }

@@ -4,12 +4,13 @@
 //! replaced instead (docs/design/donor-left-mid-transfer.md). Once the donor's stream is in,
 //! its gap may be handed over in batches (docs/design/joiner-gap-on-disk.md).
 use super::apply::{DONOR_SEARCH_MS, NEW_SCRIPTS_MAX, SCRIPT_VERDICT_MS};
+use super::donor_choice::CHOICE_WAIT_MS;
 use super::ordering::{SYNCED_TAG, TRANSFER_FAILED_TAG};
 use super::phase::{CatchUp, Handshake, Phase};
 use super::*;
 use crate::ist::Preload;
 use crate::state_transfer::DONATION_REFUSED;
-use crate::writeset::Control;
+use crate::writeset::{Control, StateRequest};
 use lockstep_group::{SubmitError, View};
 
 const HISTORY: Uuid = Uuid([7; 16]);
@@ -32,7 +33,7 @@ fn live() -> DeliveryContext {
 }
 
 fn request(id: u64) -> Control {
-    Control::StateRequest {
+    Control::StateRequest(StateRequest {
         sst_request: b"mariabackup\x00127.0.0.1:4444\x00".to_vec(),
         position: Gtid::UNDEFINED,
         donors: String::new(),
@@ -40,7 +41,14 @@ fn request(id: u64) -> Control {
         ist_addr: "127.0.0.1:4568".into(),
         id,
         own_order: false,
-    }
+        guessing: false,
+    })
+}
+
+/// Member 3's donor choice for our request `id`, as a member that knows the synced set
+/// tells a joiner that guesses it.
+fn choice(id: u64, donor: Option<MemberId>) -> Payload {
+    control(OTHER, Control::DonorChoice { joiner: JOINER, id, donor })
 }
 
 fn failure(joiner: MemberId, id: u64, rcode: i32) -> Control {
@@ -88,7 +96,13 @@ fn whole_stream(at: Seqno, from: Option<Seqno>, gap: Vec<Transferred>) -> Stream
 
 /// A donor's certification state after seqno `at`.
 fn preload(at: Seqno) -> Preload {
-    Preload { index: CertificationIndex::new(at), cuts: vec![], synced: vec![DONOR], barrier: at }
+    Preload {
+        index: CertificationIndex::new(at),
+        cuts: vec![],
+        synced: vec![DONOR],
+        synced_guessed: false,
+        barrier: at,
+    }
 }
 
 #[test]
@@ -424,7 +438,7 @@ fn donor_gone() -> lockstep_group::Status {
 
 /// The state requests among the effects.
 fn requests(core: &mut Core<u32>) -> Vec<Control> {
-    sent_of(core, |c| matches!(c, Control::StateRequest { .. }))
+    sent_of(core, |c| matches!(c, Control::StateRequest(_)))
 }
 
 #[test]
@@ -441,7 +455,7 @@ fn a_donor_that_leaves_while_the_servers_script_waits_is_replaced_through_the_ha
     let effects = core.take_effects();
     assert!(effects.resume_deliveries, "what follows the request is read on");
     assert!(effects.wake.contains(&APPLIER), "the handshake's applier is woken");
-    assert!(effects.send.iter().all(|(c, _)| !matches!(c, Control::StateRequest { .. })), "the handshake asks");
+    assert!(effects.send.iter().all(|(c, _)| !matches!(c, Control::StateRequest(_))), "the handshake asks");
     assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::NoDonor));
 
     // The handshake asks again with the server's request: its script still listens.
@@ -475,20 +489,27 @@ fn once_the_server_took_its_state_the_stream_alone_is_asked_again() {
 
     core.on_group_status(generation, &donor_gone(), 1_000);
     assert_eq!(core.catch_up(generation), Some(CatchUp::Waiting));
-    let stream_only = |id| Control::StateRequest {
-        sst_request: Vec::new(),
-        position: Gtid::new(HISTORY, 2),
-        donors: String::new(),
-        has_state: true,
-        ist_addr: "127.0.0.1:4568".into(),
-        id,
-        own_order: false,
+    let stream_only = |id| {
+        Control::StateRequest(StateRequest {
+            sst_request: Vec::new(),
+            position: Gtid::new(HISTORY, 2),
+            donors: String::new(),
+            has_state: true,
+            ist_addr: "127.0.0.1:4568".into(),
+            id,
+            own_order: false,
+            // It joined after the others announced themselves synced.
+            guessing: true,
+        })
     };
     assert_eq!(requests(&mut core), [stream_only(REQUEST + 2)]);
     assert!(!core.can_replicate(), "what it reads now is certified with its own state");
 
     core.on_delivered(generation, 3, view(3, &[JOINER, OTHER]), live());
     core.on_delivered(generation, 3, control(JOINER, stream_only(REQUEST + 2)), live());
+    core.on_group_status(generation, &donor_gone(), 4_000);
+    assert_eq!(requests(&mut core), [], "not asked again while its donor choice is awaited");
+    core.on_delivered(generation, 3, choice(REQUEST + 2, Some(OTHER)), live());
     assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(3)));
     core.on_group_status(generation, &donor_gone(), 5_000);
     assert_eq!(requests(&mut core), [], "ordered: no more asking");
@@ -509,10 +530,11 @@ fn a_gap_handed_over_in_batches_is_applied_as_it_comes_and_what_follows_waits_be
     core.on_group_status(generation, &donor_gone(), 1_000);
     core.on_delivered(generation, 3, view(3, &[JOINER, OTHER]), live());
     let mut stream_only = requests(&mut core).pop().expect("the stream alone is asked");
-    if let Control::StateRequest { id, .. } = &mut stream_only {
-        assert_eq!(*id, REQUEST + 2);
+    if let Control::StateRequest(request) = &mut stream_only {
+        assert_eq!(request.id, REQUEST + 2);
     }
     core.on_delivered(generation, 3, control(JOINER, stream_only), live());
+    core.on_delivered(generation, 3, choice(REQUEST + 2, Some(OTHER)), live());
     assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(3)));
 
     let writeset = |seqno: Seqno| {
@@ -616,7 +638,7 @@ fn the_stream_alone_is_asked_every_second_until_a_bound() {
     core.on_group_status(generation, &donor_gone(), 1_999);
     assert_eq!(requests(&mut core).len(), 0);
     core.on_group_status(generation, &donor_gone(), 2_000);
-    assert!(matches!(requests(&mut core)[..], [Control::StateRequest { id, .. }] if id == REQUEST + 4));
+    assert!(matches!(requests(&mut core)[..], [Control::StateRequest(ref request)] if request.id == REQUEST + 4));
     core.on_group_status(generation, &donor_gone(), 1_000 + DONOR_SEARCH_MS);
     assert_eq!(core.catch_up(generation), Some(CatchUp::Failed));
     assert!(matches!(core.next_task(generation, &APPLIER), Some(Task::Exit(Status::Fatal))));
@@ -628,6 +650,7 @@ fn a_stream_that_cannot_reach_the_servers_snapshot_stops_the_joiner() {
     core.on_delivered(generation, 3, view(3, &[JOINER, OTHER]), live());
     let again = requests(&mut core).pop().expect("asked again");
     core.on_delivered(generation, 3, control(JOINER, again), live());
+    core.on_delivered(generation, 3, choice(REQUEST + 2, Some(OTHER)), live());
     // The new donor's cache does not hold seqno 3: its certification state comes alone.
     core.install_stream(generation, whole_stream(3, None, vec![]), preload(3)).unwrap();
     assert!(core.is_failed(), "seqno 3 would be certified by this node alone");
@@ -668,4 +691,141 @@ fn an_earlier_request_ordered_late_with_a_donor_is_the_joiners_request() {
     core.on_delivered(generation, 2, control(DONOR, failure(JOINER, REQUEST + 1, -111)), live());
     assert!(!core.is_failed());
     assert!(core.can_replicate());
+}
+
+/// A joiner that joined a running group: its first view (after seqno 2) holds members 1 to
+/// 3, and it takes the others as synced, a guess. Its request `REQUEST` is sent.
+fn guessing_joiner() -> (Core<u32>, u64, Control) {
+    let mut core = Core::new(test_settings(), Gtid::UNDEFINED, true);
+    let generation = open(&mut core, JOINER, false);
+    assert!(core.on_delivered(generation, 2, view(2, &[DONOR, JOINER, OTHER]), live()));
+    assert!(matches!(core.next_task(generation, &APPLIER), Some(Task::Run(Event::View { .. }))));
+    let RequestStart::Send(request) = core.begin_state_request(generation, REQUEST) else { panic!("sends") };
+    assert!(request.guessing, "it joined after the others' announcements");
+    (core, generation, Control::StateRequest(request))
+}
+
+#[test]
+fn a_joiner_that_guesses_who_is_synced_takes_the_donor_choice_of_a_member_that_knows() {
+    let (mut core, generation, request) = guessing_joiner();
+    // Its guess names member 1 (the first synced in view order); member 1 was donating,
+    // which the joiner could not know, and the others chose member 3.
+    assert!(core.on_delivered(generation, 2, control(JOINER, request), live()), "reads on for the choice");
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Waiting));
+    assert!(core.on_delivered(generation, 3, view(3, &[DONOR, JOINER, OTHER]), live()), "kept unread");
+    assert!(!core.on_delivered(generation, 3, choice(REQUEST, Some(OTHER)), live()), "held at the request");
+    assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(2)));
+    assert_eq!(core.connection().unwrap().donor, Some((OTHER, 1)));
+    // Member 3's stream is taken; what was read on meanwhile is certified after it.
+    // Member 3 itself reconnected with its own data and guesses who is synced: so does the
+    // joiner once its state is in.
+    let guessed = Preload { synced_guessed: true, ..preload(2) };
+    core.install_stream(generation, whole_stream(2, None, vec![]), guessed).unwrap();
+    assert!(core.take_effects().resume_deliveries);
+    assert!(core.held_deliveries.is_empty());
+    assert_eq!(core.ordering.delivered, 3, "the view read on is taken");
+    assert!(core.guesses_who_is_synced());
+}
+
+#[test]
+fn when_the_members_that_know_find_no_donor_the_guessing_joiner_reads_on_and_asks_again() {
+    let (mut core, generation, request) = guessing_joiner();
+    assert!(core.on_delivered(generation, 2, control(JOINER, request), live()));
+    assert!(core.on_delivered(generation, 3, view(3, &[DONOR, JOINER, OTHER]), live()));
+    // Its guess named member 1; in truth nobody is synced.
+    assert!(core.on_delivered(generation, 3, choice(REQUEST, None), live()));
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Waiting));
+    assert_eq!(core.phase(), Phase::Joining(Handshake::NoDonor));
+    assert!(core.held_deliveries.is_empty(), "what was read on is taken at once");
+    assert_eq!(core.connection().unwrap().donor, None);
+    assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::NoDonor));
+}
+
+#[test]
+fn a_guessing_joiner_that_hears_no_choice_goes_by_its_own_guess_after_a_bound() {
+    let (mut core, generation, request) = guessing_joiner();
+    core.on_group_status(generation, &test_status(JOINER, true, &[DONOR, JOINER, OTHER]), 1_000);
+    assert!(core.on_delivered(generation, 2, control(JOINER, request), live()));
+    assert!(core.on_delivered(generation, 3, view(3, &[DONOR, JOINER, OTHER]), live()));
+    let status = |primary| test_status(JOINER, primary, &[DONOR, JOINER, OTHER]);
+    // Out of the primary component nothing is ordered: the wait does not count.
+    let back = 1_000 + CHOICE_WAIT_MS;
+    core.on_group_status(generation, &status(false), back);
+    core.on_group_status(generation, &status(true), back + CHOICE_WAIT_MS - 1);
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Waiting));
+    assert!(core.accepting_deliveries());
+    core.on_group_status(generation, &status(true), back + CHOICE_WAIT_MS);
+    assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(2)));
+    assert_eq!(core.connection().unwrap().donor, Some((DONOR, 1)), "its own guess");
+    assert!(!core.accepting_deliveries(), "what follows the request waits for the donor's stream");
+    // The group's driver learns it at its next delivery (a tick's answer does not stop it).
+    assert!(!core.on_delivered(generation, 3, control(OTHER, SYNCED), live()));
+    core.install_stream(generation, whole_stream(2, None, vec![]), preload(2)).unwrap();
+    assert!(core.accepting_deliveries());
+    assert_eq!(core.ordering.delivered, 3, "the view read on meanwhile is taken");
+    assert!(core.held_deliveries.is_empty());
+}
+
+#[test]
+fn members_that_know_who_is_synced_answer_a_guessing_request_and_a_guessing_member_does_not() {
+    let (mut donor, _) = donating();
+    let generation = donor.generation();
+    let mut asked = request(REQUEST + 1);
+    if let Control::StateRequest(r) = &mut asked {
+        r.guessing = true;
+    }
+    donor.on_delivered(generation, 2, view(2, &[DONOR, JOINER, OTHER]), live());
+    donor.take_effects();
+    donor.on_delivered(generation, 2, control(OTHER, asked.clone()), live());
+    let answer = Control::DonorChoice { joiner: OTHER, id: REQUEST + 1, donor: None };
+    assert_eq!(sent_of(&mut donor, |c| matches!(c, Control::DonorChoice { .. })), [answer], "donating: none synced");
+
+    let (mut joiner, generation, _) = guessing_joiner();
+    joiner.on_delivered(generation, 2, control(OTHER, asked), live());
+    assert_eq!(sent_of(&mut joiner, |c| matches!(c, Control::DonorChoice { .. })), []);
+}
+
+#[test]
+fn a_member_that_connected_again_is_no_longer_taken_as_synced() {
+    let (mut core, _) = donating();
+    let generation = core.generation();
+    // Member 1 donated to member 2; both announce themselves synced.
+    core.on_delivered(generation, 2, control(DONOR, SYNCED), live());
+    core.on_delivered(generation, 2, control(JOINER, SYNCED), live());
+    let asking = |id| {
+        let mut asked = request(id);
+        if let Control::StateRequest(r) = &mut asked {
+            r.donors = "node2".into();
+        }
+        control(OTHER, asked)
+    };
+    core.on_delivered(generation, 3, view(3, &[DONOR, JOINER, OTHER]), live());
+    core.on_delivered(generation, 3, asking(REQUEST + 1), live());
+    assert_eq!(core.connection().unwrap().view.members[1].incarnation, 1);
+    assert!(!core.ordering.synced.contains(&JOINER), "member 2 was chosen to donate");
+    core.on_delivered(generation, 3, control(JOINER, SYNCED), live());
+    assert!(core.ordering.synced.contains(&JOINER));
+    // Member 2's server restarted within the eviction timeout: same member, new incarnation.
+    let Payload::View(mut again) = view(4, &[DONOR, JOINER, OTHER]) else { unreachable!() };
+    again.members[1].incarnation = 2;
+    core.on_delivered(generation, 4, Payload::View(again), live());
+    assert!(!core.ordering.synced.contains(&JOINER), "its announcement was its last incarnation's");
+    assert!(core.ordering.synced.contains(&DONOR));
+}
+
+#[test]
+fn a_gap_in_the_order_makes_a_members_synced_set_a_guess() {
+    let mut core = Core::new(test_settings(), Gtid::UNDEFINED, true);
+    let generation = open(&mut core, JOINER, false);
+    // Its log holds the group's history from the first view: it knows who is synced.
+    core.on_delivered(generation, 1, view(1, &[DONOR]), live());
+    core.on_delivered(generation, 1, control(DONOR, SYNCED), live());
+    core.on_delivered(generation, 2, view(2, &[DONOR, JOINER]), live());
+    assert!(!core.guesses_who_is_synced());
+    // The group purged seqnos it never read: what happened to the synced set there is unknown.
+    core.on_delivered(generation, 50, Payload::Gap, live());
+    core.on_delivered(generation, 51, view(3, &[DONOR, JOINER, OTHER]), live());
+    assert!(core.guesses_who_is_synced());
+    let RequestStart::Send(request) = core.begin_state_request(generation, REQUEST) else { panic!("sends") };
+    assert!(request.guessing);
 }

@@ -7,7 +7,7 @@ use crate::application::{ApplyRequest, RecvCtx, View, WsHandle};
 use crate::core::{Donation, Event, HandshakeStep, RequestStart, Task, Turn, REMOTE_HANDLE};
 use crate::state_transfer::{errno_text, DONATION_REFUSED};
 use crate::types::{flags, Gtid, Seqno, Status, TrxMeta};
-use crate::writeset::{Control, Writeset};
+use crate::writeset::{Control, StateRequest, Writeset};
 use std::time::Duration;
 
 /// A joiner whose request found no donor (or was not ordered) asks again after this long.
@@ -169,18 +169,10 @@ impl Provider {
             match self.with_core(|core| core.begin_state_request(generation, id)) {
                 RequestStart::Ended => return Ok(()),
                 RequestStart::AlreadyReceived => {}
-                RequestStart::Send { position, has_state, ist_addr, donors, own_order } => {
-                    let ist_address = ist_addr.clone();
+                RequestStart::Send(state_request) => {
+                    let (position, ist_address) = (state_request.position, state_request.ist_addr.clone());
                     let Some(link) = self.node_of(generation) else { return Ok(()) };
-                    let message = Control::StateRequest {
-                        sst_request: request.clone(),
-                        position,
-                        donors,
-                        has_state,
-                        ist_addr,
-                        id,
-                        own_order,
-                    };
+                    let message = Control::StateRequest(StateRequest { sst_request: request.clone(), ..state_request });
                     log::info!("requesting state transfer at view {} (local position {position})", view.state_id);
                     if position.uuid == view.state_id.uuid && position.seqno >= 0 {
                         // Galera's words: operators' and MariaDB's tests look for this line.

@@ -36,6 +36,12 @@ pub struct Outcome {
     /// Restarted nodes that could catch up alone but took a transfer from a member that
     /// stayed up synced, as a restarted Galera node does.
     pub restarts_with_transfer: u64,
+    /// State requests that awaited the donor choice of a member that knows who is synced
+    /// (their sender guessed it), those where that choice differed from the guess, and those
+    /// that went by the guess, told nothing within the bound.
+    pub choices_awaited: u64,
+    pub guesses_wrong: u64,
+    pub choices_untold: u64,
     /// Every node holding the group's certification state went down at once, and no node got
     /// it back (a restarted node does when its log holds the whole history or reaches its
     /// certification checkpoint), so convergence is not judged.
@@ -329,6 +335,9 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
         new_scripts: sim.nodes.iter().map(|n| n.new_scripts).sum(),
         restarts_alone: sim.nodes.iter().map(|n| n.restarts_alone).sum(),
         restarts_with_transfer: sim.nodes.iter().map(|n| n.restarts_with_transfer).sum(),
+        choices_awaited: sim.nodes.iter().map(|n| n.choices_awaited).sum(),
+        guesses_wrong: sim.nodes.iter().map(|n| n.guesses_wrong).sum(),
+        choices_untold: sim.nodes.iter().map(|n| n.choices_untold).sum(),
         state_lost: sim.state_lost,
     })
 }

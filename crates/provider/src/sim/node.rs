@@ -18,7 +18,7 @@ use crate::core::{
 };
 use crate::grastate::SavedState;
 use crate::types::{flags, Gtid, Seqno, Status, Uuid};
-use crate::writeset::{Control, Outgoing, Writeset};
+use crate::writeset::{Control, Outgoing, StateRequest, Writeset};
 use lockstep_group::sim::Sim as GroupSim;
 use lockstep_group::MemberId;
 use std::collections::{BTreeMap, BTreeSet};
@@ -218,6 +218,11 @@ pub struct Node {
     /// member that stayed up and synced.
     pub restarts_alone: u64,
     pub restarts_with_transfer: u64,
+    /// State requests that awaited the donor choice of a member that knows who is synced:
+    /// all of them, those where it differed from this node's guess, those never told.
+    pub choices_awaited: u64,
+    pub guesses_wrong: u64,
+    pub choices_untold: u64,
 }
 
 /// What a node's threads reach beyond the node.
@@ -303,6 +308,9 @@ impl Node {
             at_request_since: None,
             restarts_alone: 0,
             restarts_with_transfer: 0,
+            choices_awaited: 0,
+            guesses_wrong: 0,
+            choices_untold: 0,
         }
     }
 
@@ -448,6 +456,11 @@ impl Node {
                     env.checks.certified(self.index, seqno, verdict, with_group_state)?;
                 }
                 Observation::IndexInstalled { at, digest } => env.checks.index_installed(self.index, at, digest)?,
+                Observation::DonorChoice { guess, chosen, answered } => {
+                    self.choices_awaited += 1;
+                    self.guesses_wrong += u64::from(answered && guess != chosen);
+                    self.choices_untold += u64::from(!answered);
+                }
             }
         }
         Ok(())
@@ -1006,16 +1019,10 @@ impl Node {
                     return Step::Continue(Applier::Idle);
                 }
                 RequestStart::AlreadyReceived => {}
-                RequestStart::Send { position, has_state, ist_addr, donors, own_order } => {
-                    let request = Control::StateRequest {
-                        sst_request: format!("sim:{}", self.script).into_bytes(),
-                        position,
-                        donors,
-                        has_state,
-                        ist_addr,
-                        id,
-                        own_order,
-                    };
+                RequestStart::Send(request) => {
+                    let position = request.position;
+                    let sst_request = format!("sim:{}", self.script).into_bytes();
+                    let request = Control::StateRequest(StateRequest { sst_request, ..request });
                     env.group.submit_tagged(self.id, request.encode(), STATE_REQUEST_TAG, true);
                     if env.trace {
                         println!(

@@ -1,0 +1,238 @@
+//! Who donates for a state request. Every member picks the same donor from the ordered
+//! history (`choose_donor`), provided it knows which members are synced. A member that joined
+//! after their announcements only guesses that set; its own request then waits for the choice
+//! of a member that knows, read on from the order. See
+//! docs/design/donor-choice-of-a-guessing-joiner.md.
+use super::apply::Event;
+use super::ordering::{DeliveryContext, Payload};
+use super::phase::{CatchUp, Handshake, Phase};
+use super::Core;
+use crate::state_transfer::choose_donor;
+use crate::types::Seqno;
+use crate::writeset::{Control, StateRequest};
+use lockstep_group::MemberId;
+
+/// How long our request waits for a member that knows to tell its donor choice before this
+/// node goes by its own guess. The answer is sent when the request is delivered and takes one
+/// group round trip; no answer at all means no member knows, so none is synced.
+pub const CHOICE_WAIT_MS: u64 = 10_000;
+
+/// Our own state request, ordered while this node guessed which members are synced: the
+/// group's donor choice for it is awaited, and what the order delivers meanwhile waits
+/// unread in `Core::held_deliveries`.
+#[derive(Debug)]
+pub struct AwaitedChoice {
+    /// The seqno the request was ordered after.
+    after: Seqno,
+    request: StateRequest,
+    /// Our own guess, taken if nobody answers.
+    guess: Option<MemberId>,
+    since_ms: u64,
+    /// Bytes of writesets read on meanwhile.
+    held_bytes: usize,
+}
+
+impl<W: Clone + PartialEq> Core<W> {
+    /// Whether this member's synced set is the group's, not a guess: it answers the donor
+    /// choice of members that guess.
+    fn knows_who_is_synced(&self) -> bool {
+        !self.ordering.synced_unknown && !self.ordering.synced_guessed
+    }
+
+    /// Whether our state requests must ask the members that know for their donor choice.
+    pub(super) fn guesses_who_is_synced(&self) -> bool {
+        !self.knows_who_is_synced()
+    }
+
+    /// A state request ordered after `after`.
+    pub(super) fn state_request_ordered(&mut self, after: Seqno, origin: MemberId, request: StateRequest, live: bool) {
+        let Some(c) = self.connection.as_ref() else { return };
+        let me = c.me;
+        let current = origin == me && request.id == c.request_id;
+        // An earlier request of ours ordered late while we still wait for a donor: its
+        // donor will act on it (its snapshot reaches the server's script, which still
+        // listens), so it is our request from here.
+        let late = origin == me && c.catch_up == CatchUp::Waiting && c.earlier_requests.contains(&request.id);
+        let able = self.ordering.synced.iter().filter(|id| !self.failure_vote_open(**id)).copied().collect();
+        let donor = choose_donor(&c.view.members, &able, origin, &request.donors);
+        if request.guessing && live && origin != me && self.knows_who_is_synced() {
+            let (joiner, id) = (origin, request.id);
+            self.effects.send.push((Control::DonorChoice { joiner, id, donor }, 0));
+        }
+        if (current || late) && live && request.guessing && self.guesses_who_is_synced() {
+            log::info!(
+                "our state request was ordered after seqno {after} while this node only guesses which members \
+                 are synced: waiting for the donor choice of a member that knows"
+            );
+            let awaited = AwaitedChoice { after, request, guess: donor, since_ms: self.clock_ms, held_bytes: 0 };
+            self.connection.as_mut().expect("checked").awaited_choice = Some(awaited);
+            // What the order delivered after it may hold the answer already.
+            let answer = self.held_deliveries.iter().find_map(|(_, payload, _)| self.answer_in(payload));
+            if let Some(donor) = answer {
+                self.choice_made(donor, true);
+            }
+            return;
+        }
+        self.donor_chosen(after, origin, request, donor, live, current, late);
+    }
+
+    /// Bookkeeping and actions once the donor for a request is known: `current` and `late`
+    /// say whether it is our request (see `state_request_ordered`).
+    #[allow(clippy::too_many_arguments)]
+    fn donor_chosen(
+        &mut self,
+        after: Seqno,
+        origin: MemberId,
+        request: StateRequest,
+        donor: Option<MemberId>,
+        live: bool,
+        current: bool,
+        late: bool,
+    ) {
+        let Some(c) = self.connection.as_ref() else { return };
+        let me = c.me;
+        let ours = current || late;
+        // Owned: the tally below needs the core while they are still to be logged.
+        let name_of =
+            |id: MemberId| c.view.members.iter().find(|m| m.id == id).map_or("?".to_string(), |m| m.name.clone());
+        let joiner_name = name_of(origin);
+        let Some(donor) = donor else {
+            if live {
+                // A Note: a joiner asks again, and a busy cluster is no fault.
+                log::info!("member {joiner_name} requested state transfer but no member can donate now");
+                if current && self.phase == Phase::Joining(Handshake::Requested) {
+                    self.set_phase(Phase::Joining(Handshake::NoDonor));
+                }
+            }
+            return;
+        };
+        let donor_name = name_of(donor);
+        self.ordering.synced.remove(&donor);
+        self.ordering.synced.remove(&origin);
+        if request.has_state {
+            self.ordering.snapshot_joiners.remove(&origin);
+        } else {
+            self.ordering.snapshot_joiners.insert(origin, after);
+            // Its vote is known now: a ballot that waited for it may be decided.
+            self.tally_all();
+        }
+        // Our current request is news to us, whatever the log says.
+        if !live && !ours {
+            return;
+        }
+        if origin == me {
+            // Its donor's snapshot may reach the server's script, still listening,
+            // even for a request we no longer count as ours.
+            self.connection.as_mut().expect("checked").had_donor = true;
+        }
+        log::info!(
+            "member {joiner_name} (position {}) requested state transfer from '{}'; selected {donor_name} as donor",
+            request.position,
+            if request.donors.is_empty() { "*any*" } else { request.donors.as_str() }
+        );
+        if ours {
+            let c = self.connection.as_mut().expect("checked");
+            let incarnation = c.view.members.iter().find(|m| m.id == donor).map_or(0, |m| m.incarnation);
+            c.donor = Some((donor, incarnation));
+            c.donor_name = donor_name.clone();
+            // A failure of the server's script is this donor's from here.
+            c.donor_lost = false;
+            if late {
+                log::info!("an earlier state request of this node was ordered late, with a donor: waiting for it");
+                c.request_id = request.id;
+                if self.phase == Phase::Joining(Handshake::NoDonor) {
+                    self.set_phase(Phase::Joining(Handshake::Requested));
+                }
+            }
+            if self.connection.as_ref().is_some_and(|c| c.catch_up == CatchUp::Waiting) {
+                self.set_catch_up(CatchUp::AtRequest(after));
+            }
+        }
+        if donor == me {
+            let StateRequest { sst_request, position, has_state, ist_addr, own_order, id, .. } = request;
+            let donation = self.donation(origin, id, sst_request, after, position, has_state, ist_addr, own_order);
+            self.push_event(Event::Donate(Box::new(donation)));
+        }
+    }
+
+    /// Whether a delivery is the awaited donor choice for our request: the donor it names.
+    fn answer_in(&self, payload: &Payload) -> Option<Option<MemberId>> {
+        let c = self.connection.as_ref()?;
+        let awaited = c.awaited_choice.as_ref()?;
+        match payload {
+            Payload::Control { control: Control::DonorChoice { joiner, id, donor }, .. }
+                if *joiner == c.me && *id == awaited.request.id =>
+            {
+                Some(*donor)
+            }
+            _ => None,
+        }
+    }
+
+    /// A delivery read on while our request awaits its donor choice: kept unread, in order,
+    /// for once the choice is known; the choice itself settles it. Past the apply queue's
+    /// limits this node goes by its guess rather than hold more.
+    pub(super) fn read_on_for_choice(&mut self, seqno: Seqno, payload: Payload, context: DeliveryContext) {
+        let answer = self.answer_in(&payload);
+        let bytes = match &payload {
+            Payload::Writeset(ws) => ws.byte_len(),
+            _ => 0,
+        };
+        self.held_deliveries.push_back((seqno, payload, context));
+        if let Some(donor) = answer {
+            self.choice_made(donor, true);
+            return;
+        }
+        let (limit_bytes, held) = (self.settings.apply_queue_bytes, self.held_deliveries.len());
+        let Some(awaited) = self.connection.as_mut().and_then(|c| c.awaited_choice.as_mut()) else { return };
+        awaited.held_bytes += bytes;
+        if held >= super::APPLY_QUEUE_LIMIT || awaited.held_bytes as u64 >= limit_bytes {
+            log::warn!(
+                "no member told its donor choice for our state request within {held} deliveries: going by our own"
+            );
+            self.go_by_own_guess();
+        }
+    }
+
+    /// Ticks: nobody answered in time (no member knows, so none is synced; or they are slow):
+    /// this node goes by its own guess. The wait counts only in a primary component: out of
+    /// one, nothing is ordered, answers included.
+    pub(super) fn choice_wait_due(&mut self, now_ms: u64, primary: bool) {
+        let Some(awaited) = self.connection.as_mut().and_then(|c| c.awaited_choice.as_mut()) else { return };
+        if !primary {
+            awaited.since_ms = now_ms;
+            return;
+        }
+        let due = now_ms >= awaited.since_ms + CHOICE_WAIT_MS;
+        if due {
+            log::warn!(
+                "no member told its donor choice for our state request within {} s: going by our own",
+                CHOICE_WAIT_MS / 1000
+            );
+            self.go_by_own_guess();
+        }
+    }
+
+    fn go_by_own_guess(&mut self) {
+        let guess = self.connection.as_ref().and_then(|c| c.awaited_choice.as_ref()).and_then(|a| a.guess);
+        self.choice_made(guess, false);
+    }
+
+    /// The donor choice for our awaited request is known (`answered`: told by a member that
+    /// knows): it takes effect as if the request had just been delivered, and what was read on
+    /// meanwhile is taken in order (at once, or after the donor's stream).
+    fn choice_made(&mut self, donor: Option<MemberId>, answered: bool) {
+        let Some(c) = self.connection.as_mut() else { return };
+        let Some(AwaitedChoice { after, request, guess, .. }) = c.awaited_choice.take() else { return };
+        // As at its delivery: no request of ours is sent while one awaits its choice, but the
+        // server's new script may have asked meanwhile (`begin_state_request`).
+        let current = request.id == c.request_id;
+        let late = c.catch_up == CatchUp::Waiting && c.earlier_requests.contains(&request.id);
+        let me = c.me;
+        if answered && donor != guess {
+            log::info!("the group's donor choice for our state request differs from this node's guess");
+        }
+        self.observed(|| super::Observation::DonorChoice { guess, chosen: donor, answered });
+        self.donor_chosen(after, me, request, donor, true, current, late);
+    }
+}
