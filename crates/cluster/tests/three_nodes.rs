@@ -675,3 +675,92 @@ fn a_normal_life_of_the_cluster_writes_no_warning_or_error() {
     }
     assert!(loud.is_empty(), "warnings or errors in a normal life:\n{}", loud.join("\n"));
 }
+
+/// Points `node` at `donor` (`wsrep_sst_donor`), or at any member with `None`.
+fn set_sst_donor(node: &Node, donor: Option<&str>) {
+    let path = node.config_file();
+    let config = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = config.lines().filter(|l| !l.starts_with("wsrep_sst_donor")).collect();
+    let line = donor.map(|d| format!("wsrep_sst_donor = {d}"));
+    if let (Some(line), Some(at)) = (&line, lines.iter().position(|l| *l == "[mariadbd]")) {
+        lines.insert(at + 1, line);
+    }
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+}
+
+/// Waits up to 60 s for `node`'s error log to hold `count` lines containing `text`.
+fn wait_for_log_lines(node: &Node, text: &str, count: usize) {
+    let lines = || node.error_log_text().unwrap().lines().filter(|l| l.contains(text)).count();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lines() < count {
+        assert!(Instant::now() < deadline, "{} never logged \"{text}\" {count} times", node.name());
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Nodes 2 and 3 stop while node 1 writes more than its 1 MiB writeset cache holds, and lose
+/// their certification checkpoints: restarted, they read the group's order past a gap and only
+/// guess which members are synced. Node 2 rejoins naming a donor nobody is (`wsrep_sst_donor
+/// = nobody`), so it stays a joiner; node 3 asks for node 2 alone. Its guess takes node 2 as
+/// synced; node 1, which knows, answers that no member can donate, and node 3 asks again every
+/// second (before, it took its guess and waited 300 s for a stream node 2 never sent, then
+/// stopped). Node 2, started again without the bogus donor, gets its state from node 1, then
+/// node 3 from node 2, and the three end with the same data
+/// (docs/design/donor-choice-of-a-guessing-joiner.md). Galera retries node 3's request every
+/// second as well.
+#[test]
+fn a_joiner_that_guesses_who_is_synced_goes_by_the_donor_choice_of_a_member_that_knows() {
+    let _serial = one_at_a_time();
+    let mut test = TestCluster::create("guess", 3, "gcache.size=1M");
+    test.cluster.start().unwrap();
+    let nodes = &mut test.cluster.nodes;
+    sql(&nodes[0], "CREATE DATABASE q; CREATE TABLE q.t (id INT PRIMARY KEY, filler LONGTEXT NOT NULL)");
+    nodes[2].stop().unwrap();
+    nodes[1].stop().unwrap();
+    for id in 0..40 {
+        sql(&nodes[0], &format!("INSERT INTO q.t VALUES ({id}, REPEAT('x', 100000))"));
+    }
+    for node in &nodes[1..] {
+        let _ = std::fs::remove_file(node.data_dir().join("lockstep-cache.certification.galera.cache"));
+    }
+    let lockstep = status_var(&nodes[0], "wsrep_provider_name") == "Lockstep";
+    set_sst_donor(&nodes[1], Some("nobody"));
+    nodes[1].launch(false, None).unwrap();
+    // Node 2 is in the view, joining, before node 3's first view: node 3 guesses it synced.
+    if lockstep {
+        wait_for_log_lines(&nodes[0], "member node2 requested state transfer but no member can donate now", 1);
+    }
+    set_sst_donor(&nodes[2], Some("node2"));
+    nodes[2].launch(false, None).unwrap();
+    if lockstep {
+        wait_for_log_lines(&nodes[2], "differs from this node's guess", 3);
+        let log = nodes[2].error_log_text().unwrap();
+        assert!(!log.contains("requested state transfer from 'node2'; selected node2"), "went by its guess:\n{log}");
+    } else {
+        thread::sleep(Duration::from_secs(5));
+    }
+    for id in 40..50 {
+        sql(&nodes[0], &format!("INSERT INTO q.t VALUES ({id}, 'meanwhile')"));
+    }
+    // Node 2's server, its joiner script and the script's rsync daemon share a process group.
+    let server = format!("mariadbd --defaults-file={}", nodes[1].config_file().display());
+    let pgrep = std::process::Command::new("pgrep").args(["-f", &server]).output().unwrap();
+    let pid = String::from_utf8_lossy(&pgrep.stdout).lines().next().expect("node2 runs").to_owned();
+    let killed = std::process::Command::new("kill").args(["-9", "--", &format!("-{pid}")]).status().unwrap();
+    assert!(killed.success(), "kill -9 of node2's process group {pid}");
+    nodes[1].kill().unwrap();
+    for leftover in ["rsync_sst.pid", "rsync_sst.conf", "sst_in_progress"] {
+        let _ = std::fs::remove_file(nodes[1].data_dir().join(leftover));
+    }
+    set_sst_donor(&nodes[1], None);
+    nodes[1].start(false, None).unwrap();
+    nodes[2].wait_ready().unwrap();
+    assert_all_synced(nodes, "3");
+    let read = "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*), SUM(LENGTH(filler)) FROM q.t";
+    assert_eq!(sql(&nodes[2], read).trim(), format!("50\t{}", 40 * 100_000 + 10 * 9));
+    assert_same_data(nodes, "q");
+    if lockstep {
+        let log = nodes[2].error_log_text().unwrap();
+        assert!(log.contains("requested state transfer from 'node2'; selected node2 as donor"), "{log}");
+    }
+}

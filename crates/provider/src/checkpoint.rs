@@ -39,6 +39,10 @@ pub struct Checkpoint {
     /// The members of the view then (their commit cuts purge the index).
     pub members: Vec<MemberId>,
     pub preload: Preload,
+    /// Their incarnations in that view, in the same order (none in a checkpoint written
+    /// before they were kept): a restored member tells from them which members connected
+    /// again since (docs/design/donor-choice-of-a-guessing-joiner.md).
+    pub incarnations: Vec<u64>,
 }
 
 impl Checkpoint {
@@ -54,6 +58,10 @@ impl Checkpoint {
             w.u64(member.0);
         }
         w.bytes(&self.preload.encode());
+        w.len(self.incarnations.len());
+        for incarnation in &self.incarnations {
+            w.u64(*incarnation);
+        }
         record::encode(RecordKind::StateTransfer, &w.bytes)
     }
 
@@ -72,8 +80,12 @@ impl Checkpoint {
         let failed = (0..r.len(8)?).map(|_| r.u64().map(|s| s as Seqno)).collect::<Result<_, _>>()?;
         let members = (0..r.len(8)?).map(|_| r.u64().map(MemberId)).collect::<Result<_, _>>()?;
         let preload = Preload::decode(&r.bytes()?, optimistic_pa)?.ok_or(DecodeError("checkpoint without index"))?;
+        let incarnations = match r.remaining() {
+            0 => Vec::new(),
+            _ => (0..r.len(8)?).map(|_| r.u64()).collect::<Result<_, _>>()?,
+        };
         r.finish()?;
-        Ok(Checkpoint { history, at, controls, committed, failed, members, preload })
+        Ok(Checkpoint { history, at, controls, committed, failed, members, preload, incarnations })
     }
 
     /// Replaces the checkpoint in `dir`; `sync`: on disk before the rename (`gcache.sync`).
@@ -111,7 +123,17 @@ mod tests {
     fn checkpoint() -> Checkpoint {
         let preload = crate::ist::tests::preload();
         let members = vec![MemberId(7), MemberId(8)];
-        Checkpoint { history: Uuid([3; 16]), at: 11, controls: 2, committed: 9, failed: vec![10], members, preload }
+        let incarnations = vec![1, 4];
+        Checkpoint {
+            history: Uuid([3; 16]),
+            at: 11,
+            controls: 2,
+            committed: 9,
+            failed: vec![10],
+            members,
+            preload,
+            incarnations,
+        }
     }
 
     #[test]
@@ -124,6 +146,7 @@ mod tests {
         let read = Checkpoint::read(&dir, false).unwrap().expect("written");
         assert_eq!((read.history, read.at, read.controls, read.committed), (Uuid([3; 16]), 11, 2, 9));
         assert_eq!((read.failed, read.members), (vec![10], vec![MemberId(7), MemberId(8)]));
+        assert_eq!(read.incarnations, [1, 4]);
         assert_eq!(read.preload.index.digest(), written.preload.index.digest());
         let (cuts, synced, barrier) = (written.preload.cuts, written.preload.synced, written.preload.barrier);
         assert_eq!((read.preload.cuts, read.preload.synced, read.preload.barrier), (cuts, synced, barrier));

@@ -60,6 +60,7 @@ impl<W: Clone + PartialEq> Core<W> {
             self.effects.send.push((Control::DonorChoice { joiner, id, donor }, 0));
         }
         if (current || late) && live && request.guessing && self.guesses_who_is_synced() {
+            // Decided when the choice comes (`choice_made`).
             log::info!(
                 "our state request was ordered after seqno {after} while this node only guesses which members \
                  are synced: waiting for the donor choice of a member that knows"
@@ -73,11 +74,13 @@ impl<W: Clone + PartialEq> Core<W> {
             }
             return;
         }
-        self.donor_chosen(after, origin, request, donor, live, current, late);
+        let knows = self.knows_who_is_synced();
+        self.donor_chosen(after, origin, request, donor, live, current, late, knows);
     }
 
     /// Bookkeeping and actions once the donor for a request is known: `current` and `late`
-    /// say whether it is our request (see `state_request_ordered`).
+    /// say whether it is our request (see `state_request_ordered`); `authoritative`, whether
+    /// the choice is the group's (this member knows who is synced, or was told) or a guess.
     #[allow(clippy::too_many_arguments)]
     fn donor_chosen(
         &mut self,
@@ -88,7 +91,10 @@ impl<W: Clone + PartialEq> Core<W> {
         live: bool,
         current: bool,
         late: bool,
+        authoritative: bool,
     ) {
+        let id = request.id;
+        self.observed(|| super::Observation::DonorTaken { joiner: origin, id, donor, authoritative });
         let Some(c) = self.connection.as_ref() else { return };
         let me = c.me;
         let ours = current || late;
@@ -233,6 +239,6 @@ impl<W: Clone + PartialEq> Core<W> {
             log::info!("the group's donor choice for our state request differs from this node's guess");
         }
         self.observed(|| super::Observation::DonorChoice { guess, chosen: donor, answered });
-        self.donor_chosen(after, me, request, donor, true, current, late);
+        self.donor_chosen(after, me, request, donor, true, current, late, answered);
     }
 }

@@ -325,6 +325,9 @@ struct Ordering<W> {
     /// `synced` is the guess taken at our first view (every other member), not the group's:
     /// our state requests await the donor choice of a member that knows (core/donor_choice.rs).
     synced_guessed: bool,
+    /// Each member's incarnation in the view a restored checkpoint was taken in, until the
+    /// next view is compared with it (a restart since drops a member from `synced`).
+    restored_incarnations: Option<Vec<(MemberId, u64)>>,
     /// Which seqnos failed certification, for the incremental transfers we donate.
     verdicts: apply::Verdicts,
     /// Our last commit cut sent, and when (in ticks' milliseconds).
@@ -363,6 +366,7 @@ impl<W> Default for Ordering<W> {
             snapshot_joiners: BTreeMap::new(),
             synced_unknown: false,
             synced_guessed: false,
+            restored_incarnations: None,
             verdicts: apply::Verdicts::default(),
             last_cut: None,
             index_from_group: false,
@@ -580,6 +584,9 @@ pub enum Observation {
     /// Our state request awaited the donor choice of a member that knows who is synced:
     /// `guess` was ours, `chosen` the one taken (`answered`: told, else our guess after the bound).
     DonorChoice { guess: Option<MemberId>, chosen: Option<MemberId>, answered: bool },
+    /// This member took `donor` as the donor for `joiner`'s state request `id`, knowing who is
+    /// synced or told by a member that knows (`authoritative`), or guessing.
+    DonorTaken { joiner: MemberId, id: u64, donor: Option<MemberId>, authoritative: bool },
 }
 
 impl<W: Clone + PartialEq> Core<W> {

@@ -415,7 +415,10 @@ impl<W: Clone + PartialEq> Core<W> {
             );
             return;
         }
-        let Checkpoint { at, controls, committed, failed, members, preload, .. } = checkpoint;
+        let Checkpoint { at, controls, committed, failed, members, preload, incarnations, .. } = checkpoint;
+        // A checkpoint written before incarnations were kept leaves restarts untold.
+        self.ordering.restored_incarnations =
+            (incarnations.len() == members.len()).then(|| members.iter().copied().zip(incarnations).collect());
         self.ordering.members = members;
         self.certification = preload.index;
         self.certification.set_optimistic_pa(self.settings.optimistic_pa);
@@ -467,6 +470,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let failed = self.ordering.verdicts.failed_in(committed + 1, at)?;
         self.ordering.last_checkpoint = Some((at, now_ms));
         self.ordering.bytes_since_checkpoint = 0;
+        let view_members = self.connection.as_ref().map_or(&[][..], |c| &c.view.members[..]);
         Some(Checkpoint {
             history: self.group(),
             at,
@@ -475,6 +479,12 @@ impl<W: Clone + PartialEq> Core<W> {
             failed: failed.into_iter().collect(),
             members: self.ordering.members.clone(),
             preload: self.preload(),
+            incarnations: self
+                .ordering
+                .members
+                .iter()
+                .map(|id| incarnation_in(view_members, *id).unwrap_or(0))
+                .collect(),
         })
     }
 
@@ -660,11 +670,23 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.cuts.retain(|id, _| view.contains(*id));
             // A member that connected again in between (a new incarnation, back within the
             // eviction timeout) starts over: what it announced before is not true of it now.
-            let previous = self.connection.as_ref().map(|c| &c.view.members);
+            // The previous view: the last one delivered, or after a restored checkpoint with no
+            // view replayed since, the one the checkpoint kept.
+            let delivered: Vec<(MemberId, u64)> = self
+                .connection
+                .as_ref()
+                .map(|c| c.view.members.iter().map(|m| (m.id, m.incarnation)).collect())
+                .unwrap_or_default();
+            let restored = self.ordering.restored_incarnations.take();
+            let previous = if delivered.is_empty() { restored } else { Some(delivered) };
+            if previous.is_none() && view.view_id != 1 && !self.ordering.synced_unknown {
+                // A restart since cannot be told (a checkpoint written before incarnations
+                // were kept): the set becomes a guess.
+                self.ordering.synced_guessed = true;
+            }
             let same_incarnation = |id: MemberId| {
-                let incarnation =
-                    |members: &[lockstep_group::MemberInfo]| members.iter().find(|m| m.id == id).map(|m| m.incarnation);
-                previous.is_none_or(|p| incarnation(p).is_none_or(|before| incarnation(&view.members) == Some(before)))
+                let before = previous.as_ref().and_then(|p| p.iter().find(|(m, _)| *m == id).map(|(_, i)| *i));
+                before.is_none_or(|before| incarnation_in(&view.members, id) == Some(before))
             };
             self.ordering.synced.retain(|id| view.contains(*id) && same_incarnation(*id));
             self.ordering.snapshot_joiners.retain(|id, _| view.contains(*id));
@@ -984,4 +1006,9 @@ impl<W: Clone + PartialEq> Core<W> {
             self.effects.wake.push(w);
         }
     }
+}
+
+/// `id`'s incarnation among `members`.
+fn incarnation_in(members: &[lockstep_group::MemberInfo], id: MemberId) -> Option<u64> {
+    members.iter().find(|m| m.id == id).map(|m| m.incarnation)
 }

@@ -461,6 +461,11 @@ impl Node {
                     self.guesses_wrong += u64::from(answered && guess != chosen);
                     self.choices_untold += u64::from(!answered);
                 }
+                Observation::DonorTaken { joiner, id, donor, authoritative } => {
+                    if authoritative {
+                        env.checks.donor_taken(self.index, joiner, id, donor)?;
+                    }
+                }
             }
         }
         Ok(())

@@ -7,11 +7,13 @@ mod commit_order;
 mod converged;
 mod dependencies;
 mod joiner_index;
+mod same_donor;
 mod same_verdict;
 
 use super::db::Db;
 use crate::certification::Verdict;
 use crate::types::Seqno;
+use lockstep_group::MemberId;
 
 /// One running node at the end of a run.
 pub struct LiveNode<'a> {
@@ -61,6 +63,17 @@ pub trait Invariant {
     fn index_installed(&mut self, _node: usize, _at: Seqno, _digest: u64) -> Result<(), String> {
         Ok(())
     }
+    /// `node` took `donor` as the group's donor for `joiner`'s state request `id` (it knows
+    /// who is synced, or a member that knows told it).
+    fn donor_taken(
+        &mut self,
+        _node: usize,
+        _joiner: MemberId,
+        _id: u64,
+        _donor: Option<MemberId>,
+    ) -> Result<(), String> {
+        Ok(())
+    }
     /// A causal read on `node` started when `acked_before` was the newest acknowledged commit.
     fn causal_read(&mut self, _node: usize, _acked_before: Seqno, _db: &Db) -> Result<(), String> {
         Ok(())
@@ -84,6 +97,7 @@ impl Default for Checks {
                 Box::new(commit_order::CommitOrder),
                 Box::new(acked_present::AckedPresent::default()),
                 Box::new(joiner_index::JoinerIndex::default()),
+                Box::new(same_donor::SameDonor::default()),
                 Box::new(dependencies::Dependencies::default()),
                 Box::new(causal_reads::CausalReads),
                 Box::new(converged::Converged),
@@ -137,6 +151,16 @@ impl Checks {
 
     pub fn index_installed(&mut self, node: usize, at: Seqno, digest: u64) -> Result<(), String> {
         self.each(|c| c.index_installed(node, at, digest))
+    }
+
+    pub fn donor_taken(
+        &mut self,
+        node: usize,
+        joiner: MemberId,
+        id: u64,
+        donor: Option<MemberId>,
+    ) -> Result<(), String> {
+        self.each(|c| c.donor_taken(node, joiner, id, donor))
     }
 
     pub fn causal_read(&mut self, node: usize, acked_before: Seqno, db: &Db) -> Result<(), String> {
