@@ -83,6 +83,10 @@ pub struct Preload {
     pub synced: Vec<MemberId>,
     /// `synced` is the sender's guess, not the group's (core/donor_choice.rs).
     pub synced_guessed: bool,
+    /// How many control messages ordered after the stream's point (`Header::at`) the sender
+    /// had taken when it made this state: several requests of one joiner ordered there
+    /// each get a donor, and a state made for a later one holds their effects already.
+    pub controls: u32,
     /// The last view, isolated or PA-unsafe writeset: nothing after it applies before it.
     pub barrier: Seqno,
 }
@@ -170,8 +174,8 @@ impl Preload {
         }
         w.u64(self.barrier as u64);
         // Trailing and only when set: a checkpoint written before reads as before.
-        if self.synced_guessed {
-            w.bool(true);
+        if self.synced_guessed || self.controls != 0 {
+            w.bool(self.synced_guessed).u32(self.controls);
         }
         w.bytes
     }
@@ -202,8 +206,8 @@ fn decode_part(body: &[u8], optimistic_pa: bool) -> Result<Option<Part>, DecodeE
                 (0..r.len(16)?).map(|_| Ok((MemberId(r.u64()?), r.u64()? as Seqno))).collect::<Result<_, _>>()?;
             let synced = (0..r.len(8)?).map(|_| r.u64().map(MemberId)).collect::<Result<_, _>>()?;
             let barrier = r.u64()? as Seqno;
-            let synced_guessed = if r.remaining() > 0 { r.bool()? } else { false };
-            Some(Part::Preload(Preload { index, cuts, synced, synced_guessed, barrier }))
+            let (synced_guessed, controls) = if r.remaining() > 0 { (r.bool()?, r.u32()?) } else { (false, 0) };
+            Some(Part::Preload(Preload { index, cuts, synced, synced_guessed, controls, barrier }))
         }
         END => None,
         _ => return Err(DecodeError("unknown state transfer frame")),
@@ -376,6 +380,7 @@ pub(crate) mod tests {
             cuts: vec![(MemberId(3), 9)],
             synced: vec![MemberId(1), MemberId(2)],
             synced_guessed: false,
+            controls: 0,
             barrier: 11,
         }
     }
@@ -442,9 +447,10 @@ pub(crate) mod tests {
         }
         assert!(Header::decode(&Item::Skipped { seqno: 1 }.encode()).is_err());
         // Whether the synced set was a guess travels only when it was.
-        let guessed = Preload { synced_guessed: true, ..preload() }.encode();
-        assert_eq!(guessed.len(), body.len() + 1);
-        assert!(Preload::decode(&guessed, true).unwrap().expect("a preload").synced_guessed);
+        let guessed = Preload { synced_guessed: true, controls: 3, ..preload() }.encode();
+        assert_eq!(guessed.len(), body.len() + 5);
+        let decoded = Preload::decode(&guessed, true).unwrap().expect("a preload");
+        assert!(decoded.synced_guessed && decoded.controls == 3);
         assert!(!Preload::decode(&body, true).unwrap().expect("a preload").synced_guessed);
     }
 

@@ -975,7 +975,12 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.cuts = preload.cuts.into_iter().collect();
         self.ordering.synced = preload.synced.into_iter().collect();
         self.ordering.synced_unknown = false;
-        self.ordering.synced_guessed = preload.synced_guessed;
+        // A state made for another of our requests ordered after the same seqno (a later one
+        // holds effects we will take again, an earlier one lacks some we took): its synced
+        // set is no longer the group's once what we hold is taken (provider simulator, seed
+        // 1275 of the donor-choice invariant).
+        let other_request = preload.controls != self.ordering.controls_after;
+        self.ordering.synced_guessed = preload.synced_guessed || other_request;
         // Dependencies after `at` are computed from the donor's barrier, as everywhere.
         self.ordering.barrier = preload.barrier;
         self.ordering.index_from_group = true;
@@ -1314,6 +1319,7 @@ impl<W: Clone + PartialEq> Core<W> {
             cuts: self.ordering.cuts.iter().map(|(id, cut)| (*id, *cut)).collect(),
             synced: self.ordering.synced.iter().copied().collect(),
             synced_guessed: self.guesses_who_is_synced(),
+            controls: self.ordering.controls_after,
             barrier: self.ordering.barrier,
         }
     }

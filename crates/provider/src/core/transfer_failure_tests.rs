@@ -101,6 +101,8 @@ fn preload(at: Seqno) -> Preload {
         cuts: vec![],
         synced: vec![DONOR],
         synced_guessed: false,
+        // Made at the request, the first control message ordered after `at` in these tests.
+        controls: 1,
         barrier: at,
     }
 }
@@ -828,4 +830,17 @@ fn a_gap_in_the_order_makes_a_members_synced_set_a_guess() {
     assert!(core.guesses_who_is_synced());
     let RequestStart::Send(request) = core.begin_state_request(generation, REQUEST) else { panic!("sends") };
     assert!(request.guessing);
+}
+
+#[test]
+fn a_state_made_for_another_request_of_ours_at_the_same_point_leaves_the_synced_set_a_guess() {
+    // Stopped at its request, the first control message after seqno 2.
+    let (mut core, generation) = waiting_joiner();
+    // The stream is at the same seqno, but its donor made it for a later request of ours
+    // ordered there: the requests between are taken again from what was held.
+    core.install_stream(generation, whole_stream(2, None, vec![]), Preload { controls: 3, ..preload(2) }).unwrap();
+    assert!(core.guesses_who_is_synced());
+    let (mut core, generation) = waiting_joiner();
+    install_donor_stream(&mut core, generation);
+    assert!(!core.guesses_who_is_synced(), "made for the request it stopped at");
 }
