@@ -382,6 +382,18 @@ mod tests {
         run_seed(2143, false).unwrap_or_else(|v| panic!("{v}"));
     }
 
+    /// Seeds 1275 and 2245, found by the invariant that every member that knows who is
+    /// synced takes the same donor: a joiner that installed a state made for another of its
+    /// requests at the same seqno, and a member that replayed a request from its log before
+    /// any view of it, each took a donor the others did not
+    /// (docs/design/donor-choice-of-a-guessing-joiner.md).
+    #[test]
+    fn a_member_whose_synced_set_cannot_be_told_does_not_claim_to_know_it() {
+        for seed in [1275, 2245] {
+            run_seed(seed, false).unwrap_or_else(|v| panic!("{v}"));
+        }
+    }
+
     /// Seed 2435 of a 10 000-seed run: a restarted member's join view fell in a gap of the
     /// leader's log; its server never got a view to start its handshake, and the node stayed
     /// joining to the end of the run (docs/design/group-gcache-purge-and-state-gaps.md).
