@@ -4,7 +4,7 @@
 //! of a member that knows, read on from the order. See
 //! docs/design/donor-choice-of-a-guessing-joiner.md.
 use super::apply::Event;
-use super::ordering::{DeliveryContext, Payload};
+use super::ordering::{incarnation_in, DeliveryContext, Payload};
 use super::phase::{CatchUp, Handshake, Phase};
 use super::Core;
 use crate::state_transfer::choose_donor;
@@ -144,7 +144,7 @@ impl<W: Clone + PartialEq> Core<W> {
         );
         if ours {
             let c = self.connection.as_mut().expect("checked");
-            let incarnation = c.view.members.iter().find(|m| m.id == donor).map_or(0, |m| m.incarnation);
+            let incarnation = incarnation_in(&c.view.members, donor).unwrap_or(0);
             c.donor = Some((donor, incarnation));
             c.donor_name = donor_name.clone();
             // A failure of the server's script is this donor's from here.

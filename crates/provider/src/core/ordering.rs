@@ -248,9 +248,8 @@ impl<W: Clone + PartialEq> Core<W> {
             Phase::Joining(super::phase::Handshake::Requested | super::phase::Handshake::ScriptFailed { .. })
         );
         let waits = matches!(c.catch_up, CatchUp::AtRequest(_)) || handshake_waits;
-        let donor_gone = |(id, incarnation): (MemberId, u64)| {
-            !status.view.members.iter().any(|m| m.id == id && m.incarnation == incarnation)
-        };
+        let donor_gone =
+            |(id, incarnation): (MemberId, u64)| incarnation_in(&status.view.members, id) != Some(incarnation);
         if c.donor.is_some_and(|donor| waits && primary && donor_gone(donor)) {
             self.donor_left(generation, now_ms);
         }
@@ -1009,6 +1008,6 @@ impl<W: Clone + PartialEq> Core<W> {
 }
 
 /// `id`'s incarnation among `members`.
-fn incarnation_in(members: &[lockstep_group::MemberInfo], id: MemberId) -> Option<u64> {
+pub(super) fn incarnation_in(members: &[lockstep_group::MemberInfo], id: MemberId) -> Option<u64> {
     members.iter().find(|m| m.id == id).map(|m| m.incarnation)
 }
