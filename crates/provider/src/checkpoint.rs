@@ -18,9 +18,10 @@ use std::path::Path;
 
 /// A cache file: a bootstrap's wipe of the cache (a new history) removes it too.
 pub const FILE_NAME: &str = "lockstep-cache.certification.galera.cache";
-/// Version 3: key chains as 64-bit hashes (version 2 had 128-bit ones, version 1 their
-/// bytes); an older file is refused like a damaged one.
-const MAGIC: &[u8; 8] = b"LSCERT\x00\x03";
+/// Version 4: the preload carries the inconsistency votes (version 3 had key chains as 64-bit
+/// hashes, version 2 128-bit ones, version 1 their bytes); an older file is refused like a
+/// damaged one.
+const MAGIC: &[u8; 8] = b"LSCERT\x00\x04";
 /// Far above any index a node holds; anything longer is corrupt.
 const MAX_BYTES: u32 = 1 << 31;
 
@@ -39,9 +40,8 @@ pub struct Checkpoint {
     /// The members of the view then (their commit cuts purge the index).
     pub members: Vec<MemberId>,
     pub preload: Preload,
-    /// Their incarnations in that view, in the same order (none in a checkpoint written
-    /// before they were kept): a restored member tells from them which members connected
-    /// again since (docs/design/donor-choice-of-a-guessing-joiner.md).
+    /// Their incarnations in that view, in the same order: a restored member tells from them
+    /// which members connected again since (docs/design/donor-choice-of-a-guessing-joiner.md).
     pub incarnations: Vec<u64>,
 }
 
@@ -78,12 +78,12 @@ impl Checkpoint {
         let history = Uuid(r.array()?);
         let (at, controls, committed) = (r.u64()? as Seqno, r.u32()?, r.u64()? as Seqno);
         let failed = (0..r.len(8)?).map(|_| r.u64().map(|s| s as Seqno)).collect::<Result<_, _>>()?;
-        let members = (0..r.len(8)?).map(|_| r.u64().map(MemberId)).collect::<Result<_, _>>()?;
+        let members: Vec<MemberId> = (0..r.len(8)?).map(|_| r.u64().map(MemberId)).collect::<Result<_, _>>()?;
         let preload = Preload::decode(&r.bytes()?, optimistic_pa)?.ok_or(DecodeError("checkpoint without index"))?;
-        let incarnations = match r.remaining() {
-            0 => Vec::new(),
-            _ => (0..r.len(8)?).map(|_| r.u64()).collect::<Result<_, _>>()?,
-        };
+        let incarnations: Vec<u64> = (0..r.len(8)?).map(|_| r.u64()).collect::<Result<_, _>>()?;
+        if incarnations.len() != members.len() {
+            return Err(DecodeError("a checkpoint's members and incarnations differ in number"));
+        }
         r.finish()?;
         Ok(Checkpoint { history, at, controls, committed, failed, members, preload, incarnations })
     }
@@ -121,7 +121,12 @@ mod tests {
     use super::*;
 
     fn checkpoint() -> Checkpoint {
-        let preload = crate::ist::tests::preload();
+        let votes = crate::ist::Votes {
+            open: vec![(10, vec![(MemberId(8), 5)])],
+            decided: vec![7],
+            snapshot_joiners: vec![(MemberId(8), 9)],
+        };
+        let preload = Preload { votes, ..crate::ist::tests::preload() };
         let members = vec![MemberId(7), MemberId(8)];
         let incarnations = vec![1, 4];
         Checkpoint {
@@ -150,6 +155,7 @@ mod tests {
         assert_eq!(read.preload.index.digest(), written.preload.index.digest());
         let (cuts, synced, barrier) = (written.preload.cuts, written.preload.synced, written.preload.barrier);
         assert_eq!((read.preload.cuts, read.preload.synced, read.preload.barrier), (cuts, synced, barrier));
+        assert_eq!(read.preload.votes, written.preload.votes);
         let mut bytes = fs::read(dir.join(FILE_NAME)).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;

@@ -24,9 +24,10 @@ use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Version 4: the certification index's key chains as 64-bit hashes (version 3 had 128-bit
-/// ones, version 2 their bytes; version 1 bare length prefixes instead of record frames).
-const MAGIC: &[u8; 8] = b"LSIST\x00\x00\x04";
+/// Version 5: the preload carries the inconsistency votes (version 4 had the certification
+/// index's key chains as 64-bit hashes, version 3 128-bit ones, version 2 their bytes; version
+/// 1 bare length prefixes instead of record frames).
+const MAGIC: &[u8; 8] = b"LSIST\x00\x00\x05";
 const HEADER: u8 = 1;
 const WRITESET: u8 = 2;
 const SKIPPED: u8 = 3;
@@ -89,13 +90,59 @@ pub struct Preload {
     pub controls: u32,
     /// The last view, isolated or PA-unsafe writeset: nothing after it applies before it.
     pub barrier: Seqno,
+    pub votes: Votes,
+}
+
+/// The inconsistency votes the sender had taken (core/vote.rs). A member that starts from
+/// this state tallies them, and passes over members with a failure vote open when it chooses
+/// a donor, like the members that read those votes in the order (provider simulator, seed
+/// 2752: a member restored from its checkpoint took another donor than the rest).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Votes {
+    /// The ballots still undecided, by seqno: each member's outcome so far.
+    pub open: Vec<(Seqno, Vec<(MemberId, u64)>)>,
+    /// Seqnos decided (a vote on them that comes later changes nothing).
+    pub decided: Vec<Seqno>,
+    /// Members waiting for a snapshot taken after a seqno: their vote up to it is success.
+    pub snapshot_joiners: Vec<(MemberId, Seqno)>,
+}
+
+impl Votes {
+    fn encode(&self, w: &mut Writer) {
+        w.len(self.open.len());
+        for (seqno, cast) in &self.open {
+            w.u64(*seqno as u64).len(cast.len());
+            for (member, outcome) in cast {
+                w.u64(member.0).u64(*outcome);
+            }
+        }
+        w.len(self.decided.len());
+        for seqno in &self.decided {
+            w.u64(*seqno as u64);
+        }
+        w.len(self.snapshot_joiners.len());
+        for (member, after) in &self.snapshot_joiners {
+            w.u64(member.0).u64(*after as u64);
+        }
+    }
+
+    fn decode(r: &mut Reader) -> Result<Votes, DecodeError> {
+        let cast = |r: &mut Reader| -> Result<Vec<(MemberId, u64)>, DecodeError> {
+            (0..r.len(16)?).map(|_| Ok((MemberId(r.u64()?), r.u64()?))).collect()
+        };
+        let open = (0..r.len(12)?).map(|_| Ok((r.u64()? as Seqno, cast(r)?))).collect::<Result<_, DecodeError>>()?;
+        let decided = (0..r.len(8)?).map(|_| r.u64().map(|s| s as Seqno)).collect::<Result<_, _>>()?;
+        let snapshot_joiners =
+            (0..r.len(16)?).map(|_| Ok((MemberId(r.u64()?), r.u64()? as Seqno))).collect::<Result<_, DecodeError>>()?;
+        Ok(Votes { open, decided, snapshot_joiners })
+    }
 }
 
 /// What a joiner reads after the header.
 #[derive(Debug)]
 pub enum Part {
     Item(Item),
-    Preload(Preload),
+    Preload(Box<Preload>),
 }
 
 fn invalid(e: DecodeError) -> io::Error {
@@ -173,10 +220,8 @@ impl Preload {
             w.u64(member.0);
         }
         w.u64(self.barrier as u64);
-        // Trailing and only when set: a checkpoint written before reads as before.
-        if self.synced_guessed || self.controls != 0 {
-            w.bool(self.synced_guessed).u32(self.controls);
-        }
+        w.bool(self.synced_guessed).u32(self.controls);
+        self.votes.encode(&mut w);
         w.bytes
     }
 }
@@ -185,7 +230,7 @@ impl Preload {
     /// A preload frame read back (`None` if the frame is another part).
     pub fn decode(body: &[u8], optimistic_pa: bool) -> Result<Option<Preload>, DecodeError> {
         Ok(match decode_part(body, optimistic_pa)? {
-            Some(Part::Preload(p)) => Some(p),
+            Some(Part::Preload(p)) => Some(*p),
             _ => None,
         })
     }
@@ -206,8 +251,9 @@ fn decode_part(body: &[u8], optimistic_pa: bool) -> Result<Option<Part>, DecodeE
                 (0..r.len(16)?).map(|_| Ok((MemberId(r.u64()?), r.u64()? as Seqno))).collect::<Result<_, _>>()?;
             let synced = (0..r.len(8)?).map(|_| r.u64().map(MemberId)).collect::<Result<_, _>>()?;
             let barrier = r.u64()? as Seqno;
-            let (synced_guessed, controls) = if r.remaining() > 0 { (r.bool()?, r.u32()?) } else { (false, 0) };
-            Some(Part::Preload(Preload { index, cuts, synced, synced_guessed, controls, barrier }))
+            let (synced_guessed, controls) = (r.bool()?, r.u32()?);
+            let votes = Votes::decode(&mut r)?;
+            Some(Part::Preload(Box::new(Preload { index, cuts, synced, synced_guessed, controls, barrier, votes })))
         }
         END => None,
         _ => return Err(DecodeError("unknown state transfer frame")),
@@ -382,6 +428,7 @@ pub(crate) mod tests {
             synced_guessed: false,
             controls: 0,
             barrier: 11,
+            votes: Votes::default(),
         }
     }
 
@@ -420,7 +467,7 @@ pub(crate) mod tests {
         while let Some(part) = incoming.next_part(true)? {
             match part {
                 Part::Item(item) => received.push(item),
-                Part::Preload(p) => got_preload = Some(p),
+                Part::Preload(p) => got_preload = Some(*p),
             }
         }
         Ok((received, got_preload))
@@ -446,11 +493,16 @@ pub(crate) mod tests {
             assert!(decode_part(&body[..cut], true).is_err());
         }
         assert!(Header::decode(&Item::Skipped { seqno: 1 }.encode()).is_err());
-        // Whether the synced set was a guess travels only when it was.
-        let guessed = Preload { synced_guessed: true, controls: 3, ..preload() }.encode();
-        assert_eq!(guessed.len(), body.len() + 5);
-        let decoded = Preload::decode(&guessed, true).unwrap().expect("a preload");
+        // Whether the synced set was a guess, and the votes, travel.
+        let votes = Votes {
+            open: vec![(12, vec![(MemberId(1), 7), (MemberId(2), 0)])],
+            decided: vec![9, 11],
+            snapshot_joiners: vec![(MemberId(3), 12)],
+        };
+        let sent = Preload { synced_guessed: true, controls: 3, votes: votes.clone(), ..preload() };
+        let decoded = Preload::decode(&sent.encode(), true).unwrap().expect("a preload");
         assert!(decoded.synced_guessed && decoded.controls == 3);
+        assert_eq!(decoded.votes, votes);
         assert!(!Preload::decode(&body, true).unwrap().expect("a preload").synced_guessed);
     }
 

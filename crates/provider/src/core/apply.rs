@@ -983,6 +983,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.synced_guessed = preload.synced_guessed || other_request;
         // Dependencies after `at` are computed from the donor's barrier, as everywhere.
         self.ordering.barrier = preload.barrier;
+        self.take_votes(preload.votes, !other_request);
         self.ordering.index_from_group = true;
         let digest = self.certification.digest();
         self.observed(|| super::Observation::IndexInstalled { at, digest });
@@ -1321,6 +1322,7 @@ impl<W: Clone + PartialEq> Core<W> {
             synced_guessed: self.guesses_who_is_synced(),
             controls: self.ordering.controls_after,
             barrier: self.ordering.barrier,
+            votes: self.votes(),
         }
     }
 

@@ -133,6 +133,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ballots.clear();
         self.failures.clear();
         self.decided_votes.clear();
+        self.ordering.snapshot_joiners.clear();
         self.synced_before_loss = false;
         self.server_view = None;
         self.save_state(Gtid::new(self.position.uuid, SEQNO_UNDEFINED));

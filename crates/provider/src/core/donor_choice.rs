@@ -100,7 +100,7 @@ impl<W: Clone + PartialEq> Core<W> {
         authoritative: bool,
     ) {
         let id = request.id;
-        self.observed(|| super::Observation::DonorTaken { joiner: origin, id, donor, authoritative, live });
+        self.observed(|| super::Observation::DonorTaken { joiner: origin, id, donor, authoritative });
         let Some(c) = self.connection.as_ref() else { return };
         let me = c.me;
         let ours = current || late;

@@ -584,10 +584,10 @@ pub enum Observation {
     /// Our state request awaited the donor choice of a member that knows who is synced:
     /// `guess` was ours, `chosen` the one taken (`answered`: told, else our guess after the bound).
     DonorChoice { guess: Option<MemberId>, chosen: Option<MemberId>, answered: bool },
-    /// This member took `donor` as the donor for `joiner`'s state request `id`, knowing who is
-    /// synced or told by a member that knows (`authoritative`), or guessing; `live`: delivered
-    /// while it takes part, not replayed from its log.
-    DonorTaken { joiner: MemberId, id: u64, donor: Option<MemberId>, authoritative: bool, live: bool },
+    /// This member took `donor` as the donor for `joiner`'s state request `id` (delivered live
+    /// or replayed from its log), knowing who is synced or told by a member that knows
+    /// (`authoritative`), or guessing.
+    DonorTaken { joiner: MemberId, id: u64, donor: Option<MemberId>, authoritative: bool },
 }
 
 impl<W: Clone + PartialEq> Core<W> {

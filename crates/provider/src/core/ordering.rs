@@ -415,9 +415,7 @@ impl<W: Clone + PartialEq> Core<W> {
             return;
         }
         let Checkpoint { at, controls, committed, failed, members, preload, incarnations, .. } = checkpoint;
-        // A checkpoint written before incarnations were kept leaves restarts untold.
-        self.ordering.restored_incarnations =
-            (incarnations.len() == members.len()).then(|| members.iter().copied().zip(incarnations).collect());
+        self.ordering.restored_incarnations = Some(members.iter().copied().zip(incarnations).collect());
         self.ordering.members = members;
         self.certification = preload.index;
         self.certification.set_optimistic_pa(self.settings.optimistic_pa);
@@ -427,6 +425,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.verdicts.known_from(committed + 1, failed);
         self.ordering.synced_unknown = false;
         self.ordering.synced_guessed = preload.synced_guessed;
+        self.take_votes(preload.votes, true);
         self.ordering.index_from_group = true;
         self.ordering.restored = Some((at, controls));
         log::info!("certification state restored from this node's checkpoint at seqno {at}");
@@ -442,6 +441,16 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering
             .restored
             .is_some_and(|(at, controls)| after < at || (after == at && self.ordering.controls_after <= controls))
+    }
+
+    /// Each member's incarnation in the last view our ordering state reflects: the last one
+    /// delivered here, or with none since a restored checkpoint, the one it kept.
+    fn previous_incarnations(&self) -> Option<Vec<(MemberId, u64)>> {
+        let delivered = self.connection.as_ref().map_or(&[][..], |c| &c.view.members[..]);
+        if delivered.is_empty() {
+            return self.ordering.restored_incarnations.clone();
+        }
+        Some(delivered.iter().map(|m| (m.id, m.incarnation)).collect())
     }
 
     /// Our certification checkpoint, when due: this node certifies with the group's state and
@@ -467,9 +476,13 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         let committed = self.committed.last_contiguous().min(at);
         let failed = self.ordering.verdicts.failed_in(committed + 1, at)?;
+        // A checkpoint taken while replaying our log before any view of this connection keeps
+        // the incarnations of the checkpoint we restored, not none (provider simulator, seed
+        // 3428: a member restored from such a checkpoint dropped every member from its synced
+        // set at the next view, as if all had restarted, and took another donor).
+        let previous = self.previous_incarnations()?;
         self.ordering.last_checkpoint = Some((at, now_ms));
         self.ordering.bytes_since_checkpoint = 0;
-        let view_members = self.connection.as_ref().map_or(&[][..], |c| &c.view.members[..]);
         Some(Checkpoint {
             history: self.group(),
             at,
@@ -482,7 +495,7 @@ impl<W: Clone + PartialEq> Core<W> {
                 .ordering
                 .members
                 .iter()
-                .map(|id| incarnation_in(view_members, *id).unwrap_or(0))
+                .map(|id| previous.iter().find(|(m, _)| m == id).map_or(0, |(_, incarnation)| *incarnation))
                 .collect(),
         })
     }
@@ -669,18 +682,10 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.cuts.retain(|id, _| view.contains(*id));
             // A member that connected again in between (a new incarnation, back within the
             // eviction timeout) starts over: what it announced before is not true of it now.
-            // The previous view: the last one delivered, or after a restored checkpoint with no
-            // view replayed since, the one the checkpoint kept.
-            let delivered: Vec<(MemberId, u64)> = self
-                .connection
-                .as_ref()
-                .map(|c| c.view.members.iter().map(|m| (m.id, m.incarnation)).collect())
-                .unwrap_or_default();
-            let restored = self.ordering.restored_incarnations.take();
-            let previous = if delivered.is_empty() { restored } else { Some(delivered) };
+            let previous = self.previous_incarnations();
+            self.ordering.restored_incarnations = None;
             if previous.is_none() && view.view_id != 1 && !self.ordering.synced_unknown {
-                // A restart since cannot be told (a checkpoint written before incarnations
-                // were kept): the set becomes a guess.
+                // A restart since cannot be told: the set becomes a guess.
                 self.ordering.synced_guessed = true;
             }
             let same_incarnation = |id: MemberId| {

@@ -104,6 +104,7 @@ fn preload(at: Seqno) -> Preload {
         // Made at the request, the first control message ordered after `at` in these tests.
         controls: 1,
         barrier: at,
+        votes: Default::default(),
     }
 }
 

@@ -6,6 +6,7 @@
 //! full transfer. A failure that a majority shares is skipped everywhere alike. See
 //! docs/design/inconsistency-vote.md.
 use super::Core;
+use crate::ist::Votes;
 use crate::types::{Gtid, Seqno, SEQNO_UNDEFINED};
 use crate::writeset::Control;
 use lockstep_group::MemberId;
@@ -216,17 +217,14 @@ impl<W: Clone + PartialEq> Core<W> {
         self.effects.wake.extend(ballot.waiter.take());
         let dissenters = ballot.cast.values().filter(|o| **o != outcome).count();
         // Our own outcome counts only if we voted in this connection: a restarted member
-        // reads its earlier life's votes again from its log.
+        // reads its earlier life's votes again from its log or its checkpoint.
         let ours = ballot.voted.then(|| self.failures.get(&seqno).copied().unwrap_or(SUCCESS));
         log::info!(
             "vote on seqno {seqno} decided: {} ({} member(s) differ)",
             if outcome == SUCCESS { "committed".to_string() } else { format!("failed alike (error {outcome:x})") },
             dissenters
         );
-        self.decided_votes.insert(seqno);
-        if self.decided_votes.len() > DECIDED_KEPT {
-            self.decided_votes.pop_first();
-        }
+        self.note_decided(seqno);
         let waiting = self.failures.contains_key(&seqno);
         if !waiting {
             self.ballots.remove(&seqno);
@@ -239,6 +237,58 @@ impl<W: Clone + PartialEq> Core<W> {
                 Gtid::new(self.group(), seqno)
             ));
         }
+    }
+
+    fn note_decided(&mut self, seqno: Seqno) {
+        self.decided_votes.insert(seqno);
+        if self.decided_votes.len() > DECIDED_KEPT {
+            self.decided_votes.pop_first();
+        }
+    }
+
+    /// The votes taken so far, for a state another member starts from (a joiner's preload,
+    /// a checkpoint).
+    pub(super) fn votes(&self) -> Votes {
+        Votes {
+            // A ballot opened here for our own failure before our vote is ordered is not the
+            // group's yet.
+            open: self
+                .ballots
+                .iter()
+                .filter(|(_, b)| b.decided.is_none() && !b.cast.is_empty())
+                .map(|(seqno, b)| (*seqno, b.cast.iter().map(|(m, o)| (*m, *o)).collect()))
+                .collect(),
+            decided: self.decided_votes.iter().copied().collect(),
+            snapshot_joiners: self.ordering.snapshot_joiners.iter().map(|(m, s)| (*m, *s)).collect(),
+        }
+    }
+
+    /// The votes of the state this member starts from (its donor's or its checkpoint's),
+    /// with what it read of the order itself, then tallied: it decides and passes over
+    /// donors with a failure vote open as the members that read every vote do.
+    /// `same_point`: that state was made where this member stopped reading (else its
+    /// snapshot joiners are of another point, and ours are kept).
+    pub(super) fn take_votes(&mut self, votes: Votes, same_point: bool) {
+        // Only a member without state starts from another's: it failed nothing it waits on
+        // (a decided seqno below would leave such a waiter without an outcome).
+        debug_assert!(self.failures.is_empty());
+        let Votes { open, decided, snapshot_joiners } = votes;
+        for seqno in decided {
+            self.note_decided(seqno);
+            if !self.failures.contains_key(&seqno) {
+                self.ballots.remove(&seqno);
+            }
+        }
+        for (seqno, cast) in open.into_iter().filter(|(seqno, _)| !self.decided_votes.contains(seqno)) {
+            let ballot = self.ballots.entry(seqno).or_default();
+            for (member, outcome) in cast {
+                ballot.cast.entry(member).or_insert(outcome);
+            }
+        }
+        if same_point {
+            self.ordering.snapshot_joiners = snapshot_joiners.into_iter().collect();
+        }
+        self.tally_all();
     }
 
     /// The failed applier took its result: the ballot is done with.
@@ -289,5 +339,26 @@ mod tests {
         // A vote it cast stands.
         let voted: BTreeMap<MemberId, u64> = [(MemberId(1), 7), (MemberId(3), 7)].into_iter().collect();
         assert_eq!(decide(&with_snapshot_joiners(&voted, &joiners, 10), &ids(3)), Some(7));
+    }
+
+    /// A member restored from a checkpoint, or a joiner, starts from another member's votes:
+    /// it passes over the same donors and decides the same (provider simulator, seed 2752: a
+    /// restored member without a ballot its checkpoint was taken inside chose another donor).
+    #[test]
+    fn a_member_that_starts_from_another_members_votes_decides_and_passes_over_donors_alike() {
+        let mut taken: Core<u32> = Core::new(super::super::test_settings(), Gtid::UNDEFINED, false);
+        taken.ordering.members = ids(3);
+        let (one, two, three) = (MemberId(1), MemberId(2), MemberId(3));
+        let votes = Votes { open: vec![(5, vec![(two, 7)])], decided: vec![3], snapshot_joiners: vec![(three, 5)] };
+        taken.take_votes(votes.clone(), true);
+        assert_eq!(taken.votes(), votes, "given on as taken");
+        assert!(taken.failure_vote_open(two), "member 2 waits for the vote on its failure: no donor");
+        // A late failure vote on a seqno decided before opens nothing.
+        taken.on_vote(one, 3, 9, false);
+        assert!(!taken.failure_vote_open(one));
+        // Member 3 waits for a snapshot taken after seqno 5: with member 1's success, a majority.
+        taken.on_vote(one, 5, SUCCESS, false);
+        assert!(!taken.failure_vote_open(two), "decided: success");
+        assert!(taken.votes().decided.contains(&5));
     }
 }

@@ -139,7 +139,7 @@ impl Provider {
                     spool.push(&item).map_err(cannot_keep)?;
                 }
                 Part::Item(item) => return Err(format!("unexpected seqno {} in the transfer", item.seqno())),
-                Part::Preload(p) => preload = Some(p),
+                Part::Preload(p) => preload = Some(*p),
             }
         }
         let preload = preload.ok_or("the transfer ended without the donor's certification state")?;

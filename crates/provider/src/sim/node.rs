@@ -461,10 +461,10 @@ impl Node {
                     self.guesses_wrong += u64::from(answered && guess != chosen);
                     self.choices_untold += u64::from(!answered);
                 }
-                Observation::DonorTaken { joiner, id, donor, authoritative, live } => {
-                    // Replayed choices are bookkeeping: one that differs shows in a live one
-                    // later, or never matters (seed 2752 replays a choice differently).
-                    if authoritative && live {
+                Observation::DonorTaken { joiner, id, donor, authoritative } => {
+                    // Replayed choices too: one that differs shows the replaying member's
+                    // state is not the group's (seed 2752: a checkpoint without the votes).
+                    if authoritative {
                         env.checks.donor_taken(self.index, joiner, id, donor)?;
                     }
                 }

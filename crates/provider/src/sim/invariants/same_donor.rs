@@ -1,5 +1,5 @@
-//! Every member that knows who is synced takes the same donor for a state request delivered
-//! while it takes part, and a joiner that guessed takes the one it is told
+//! Every member that knows who is synced takes the same donor for a state request, delivered
+//! live or replayed from its log, and a joiner that guessed takes the one it is told
 //! (docs/design/donor-choice-of-a-guessing-joiner.md).
 
 use super::Invariant;
