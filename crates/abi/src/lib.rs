@@ -7,6 +7,9 @@ mod logger;
 mod priority;
 mod types;
 
+/// For `lockstep arbitrator`, whose group threads take `gcomm.thread_prio` as a node's do.
+pub use priority::set_schedule;
+
 use application::{c_gtid, c_meta, rust_gtid, ServerCallbacks};
 use lockstep_provider::application::{RecvCtx, WsHandle};
 use lockstep_provider::certification::{KeySet, KeyType};

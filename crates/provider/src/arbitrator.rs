@@ -6,6 +6,7 @@
 //! docs/design/arbitrator.md).
 
 use crate::addresses::{AddressSettings, GroupAddresses};
+use crate::application::ThreadSchedule;
 use crate::options::{NodeSite, Options};
 use crate::types::Uuid;
 use lockstep_group::{Delivered, DeliveredKind, DeliverySink, GroupNode, MemberInfo, NodeConfig, Outbox, Status};
@@ -30,6 +31,9 @@ pub struct ArbitratorSettings {
     pub options: String,
     /// How it appears in views (`wsrep_node_name`).
     pub name: String,
+    /// Gives the calling thread a scheduling, for `gcomm.thread_prio` (the system call is
+    /// the ABI crate's); `None`: the option is refused.
+    pub set_thread_schedule: Option<fn(ThreadSchedule) -> Result<(), String>>,
 }
 
 pub struct Arbitrator {
@@ -80,8 +84,15 @@ impl Arbitrator {
         let id = lockstep_group::load_or_create_member_id(&cache_dir)
             .map_err(|e| format!("cannot read or create the member id in {}: {e}", cache_dir.display()))?;
         let name = if settings.name.is_empty() { "garb".to_string() } else { settings.name.clone() };
+        let mut group = crate::provider::group_config(&settings.group, &options);
+        if let Some(schedule) = options.schedule("gcomm.thread_prio") {
+            let set = settings.set_thread_schedule.ok_or_else(|| {
+                format!("gcomm.thread_prio = {schedule}: this program cannot set a thread's scheduling")
+            })?;
+            group.thread_start = crate::provider::group_thread_start(schedule, set)?;
+        }
         let config = NodeConfig {
-            group: crate::provider::group_config(&settings.group, &options),
+            group,
             info: MemberInfo {
                 id,
                 name,
@@ -171,5 +182,60 @@ impl DeliverySink for Discard {
 
     fn round(&mut self, _: &Status, _: &mut Outbox) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The threads `scheduled` was called on.
+    static SCHEDULED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    fn scheduled(schedule: ThreadSchedule) -> Result<(), String> {
+        let name = thread::current().name().unwrap_or("?").to_string();
+        SCHEDULED.lock().unwrap().push(format!("{schedule} on {name}"));
+        Ok(())
+    }
+
+    fn refused(_: ThreadSchedule) -> Result<(), String> {
+        Err("Operation not permitted".into())
+    }
+
+    /// An arbitrator pointed at a cluster nobody runs: it starts and keeps trying.
+    fn settings(
+        thread_prio: &str,
+        set_thread_schedule: Option<fn(ThreadSchedule) -> Result<(), String>>,
+    ) -> ArbitratorSettings {
+        ArbitratorSettings {
+            address: "gcomm://127.0.0.1:9".into(),
+            group: "test".into(),
+            options: format!("gmcast.listen_addr=tcp://127.0.0.1:0; gcomm.thread_prio={thread_prio}"),
+            name: String::new(),
+            set_thread_schedule,
+        }
+    }
+
+    #[test]
+    fn the_arbitrators_group_threads_start_with_gcomm_thread_prio_and_one_refused_fails_its_start() {
+        let arbitrator = Arbitrator::start(&settings("rr:5", Some(scheduled))).unwrap();
+        // The group's threads run the hook as they start, soon after.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let all_on = || {
+            let calls = SCHEDULED.lock().unwrap();
+            let on = |name: &str| calls.iter().any(|c| c.starts_with("rr:5 on ") && c.ends_with(name));
+            on("lockstep-prio-check") && on("-ticker") && on("-accept")
+        };
+        while !all_on() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(all_on(), "{:?}", SCHEDULED.lock().unwrap());
+        arbitrator.run(&AtomicBool::new(true)).unwrap();
+
+        let err = Arbitrator::start(&settings("fifo:1", Some(refused))).err().expect("refused");
+        assert!(err.contains("gcomm.thread_prio = fifo:1") && err.contains("CAP_SYS_NICE"), "{err}");
+        let err = Arbitrator::start(&settings("rr:5", None)).err().expect("no way to set it");
+        assert!(err.contains("gcomm.thread_prio = rr:5"), "{err}");
     }
 }

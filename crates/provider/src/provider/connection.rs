@@ -60,14 +60,11 @@ impl Provider {
             core.position()
         };
         if let Some(schedule) = schedule {
-            match self.group_thread_start(schedule) {
+            let app = self.app.clone();
+            match group_thread_start(schedule, move |s| app.set_thread_schedule(s)) {
                 Ok(start) => group_config.thread_start = start,
                 Err(e) => {
-                    let needs = match schedule.policy {
-                        SchedulePolicy::Other => "",
-                        _ => " (a real-time policy needs CAP_SYS_NICE, or an RLIMIT_RTPRIO that allows it: LimitRTPRIO in systemd)",
-                    };
-                    log::error!("gcomm.thread_prio = {schedule}: the group's threads cannot be given it: {e}{needs}");
+                    log::error!("{e}");
                     return Status::NodeFail;
                 }
             }
@@ -325,33 +322,40 @@ pub(crate) fn segment(options: &Options) -> u8 {
     options.integer("gmcast.segment").clamp(0, 255) as u8
 }
 
-impl Provider {
-    /// `gcomm.thread_prio`: the group's threads start with `schedule`. Tried first on a
-    /// thread of its own, so that a schedule the process may not take (a real-time policy
-    /// without CAP_SYS_NICE or RLIMIT_RTPRIO) fails the connection with one clear error, as
-    /// Galera's does, instead of each thread logging it.
-    fn group_thread_start(&self, schedule: ThreadSchedule) -> Result<ThreadStart, String> {
-        let app = self.app.clone();
-        let trial = std::thread::Builder::new()
-            .name("lockstep-prio-check".into())
-            .spawn(move || app.set_thread_schedule(schedule))
-            .map_err(|e| format!("cannot start a thread to try it: {e}"))?;
-        trial.join().map_err(|_| "trying it panicked".to_string())??;
-        let app = self.app.clone();
-        // Readers and writers start with every peer connection: said once per connection.
-        let refusal_logged = std::sync::atomic::AtomicBool::new(false);
-        Ok(ThreadStart::new(move || {
-            if let Err(e) = app.set_thread_schedule(schedule) {
-                if !refusal_logged.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    let thread = std::thread::current();
-                    log::warn!(
-                        "gcomm.thread_prio = {schedule}: thread {} keeps its scheduling, and so may others: {e}",
-                        thread.name().unwrap_or("?")
-                    );
-                }
+/// `gcomm.thread_prio`: the group's threads start with `schedule`, given by `set` on the
+/// calling thread. Tried first on a thread of its own, so that a schedule the process may not
+/// take (a real-time policy without CAP_SYS_NICE or RLIMIT_RTPRIO) fails the connection with
+/// one clear error, as Galera's does, instead of each thread logging it.
+pub(crate) fn group_thread_start(
+    schedule: ThreadSchedule,
+    set: impl Fn(ThreadSchedule) -> Result<(), String> + Clone + Send + Sync + 'static,
+) -> Result<ThreadStart, String> {
+    let trial_set = set.clone();
+    let refused = |e: String| {
+        let needs = match schedule.policy {
+            SchedulePolicy::Other => "",
+            _ => " (a real-time policy needs CAP_SYS_NICE, or an RLIMIT_RTPRIO that allows it: LimitRTPRIO in systemd)",
+        };
+        format!("gcomm.thread_prio = {schedule}: the group's threads cannot be given it: {e}{needs}")
+    };
+    let trial = std::thread::Builder::new()
+        .name("lockstep-prio-check".into())
+        .spawn(move || trial_set(schedule))
+        .map_err(|e| refused(format!("cannot start a thread to try it: {e}")))?;
+    trial.join().map_err(|_| refused("trying it panicked".to_string()))?.map_err(refused)?;
+    // Readers and writers start with every peer connection: said once per connection.
+    let refusal_logged = std::sync::atomic::AtomicBool::new(false);
+    Ok(ThreadStart::new(move || {
+        if let Err(e) = set(schedule) {
+            if !refusal_logged.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                let thread = std::thread::current();
+                log::warn!(
+                    "gcomm.thread_prio = {schedule}: thread {} keeps its scheduling, and so may others: {e}",
+                    thread.name().unwrap_or("?")
+                );
             }
-        }))
-    }
+        }
+    }))
 }
 
 /// Group timeouts and sizes from the Galera options of the same meaning.

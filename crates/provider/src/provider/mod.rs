@@ -8,7 +8,7 @@
 mod applier;
 mod catch_up;
 mod connection;
-pub(crate) use connection::{group_config, segment, weight};
+pub(crate) use connection::{group_config, group_thread_start, segment, weight};
 mod control;
 mod gap_spool;
 mod isolation;
