@@ -116,7 +116,7 @@ impl Arbitrator {
             "arbitrator {id} joining cluster '{}' through {:?}, group traffic on {}",
             settings.group,
             addresses.peers,
-            addresses.listen
+            node.local_addr()
         );
         Ok(Arbitrator { node, cache_dir, temporary })
     }

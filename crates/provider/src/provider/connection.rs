@@ -152,6 +152,8 @@ impl Provider {
                 return Status::NodeFail;
             }
         };
+        // The port it took, where `gmcast.listen_addr` asked for any (port 0).
+        let listening = node.local_addr();
         let (checkpoints, to_write) = std::sync::mpsc::sync_channel::<Box<Checkpoint>>(1);
         node.set_isolated(lock(&self.options).integer("gmcast.isolate") != 0);
         let (_memory_thread, link_dropped) = std::sync::mpsc::channel::<()>();
@@ -184,7 +186,7 @@ impl Provider {
             "connecting to cluster '{cluster_name}' as member {} ({me}, {}): group traffic on {}, {}",
             member_uuid(me, incarnation),
             self.node_name,
-            addresses.listen,
+            listening,
             if bootstrap {
                 "bootstrapping a new primary component".to_string()
             } else {
