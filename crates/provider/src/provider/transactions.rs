@@ -106,7 +106,9 @@ impl Provider {
         match self.wait_for(Some(deadline), |core, me| core.vote_result(generation, seqno, me)) {
             Some(VoteResult::Continue) => {
                 self.with_core(|core| core.vote_taken(seqno));
-                log::warn!("seqno {seqno} failed here as on a majority of the members ({why}): skipped everywhere");
+                // A Note, as Galera's "consistent with group": the group is consistent, and the
+                // server logged the failure itself.
+                log::info!("seqno {seqno} failed here as on a majority of the members ({why}): skipped everywhere");
                 true
             }
             result => {
