@@ -61,7 +61,8 @@ fn arbitrate(args: ArbitratorArgs) -> Result<(), String> {
         group,
         options: args.options.clone().unwrap_or_default(),
         name: args.name.clone().unwrap_or_default(),
-        set_thread_schedule: Some(lockstep::set_schedule),
+        // The ABI crate (`lockstep-abi`, whose library is named `lockstep`), not this binary.
+        set_thread_schedule: lockstep::set_schedule,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

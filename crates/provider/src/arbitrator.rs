@@ -21,7 +21,7 @@ const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(100);
 
 /// garbd's settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ArbitratorSettings {
     /// `gcomm://host[:port],...`: members of the running cluster (an arbitrator never starts one).
     pub address: String,
@@ -32,8 +32,8 @@ pub struct ArbitratorSettings {
     /// How it appears in views (`wsrep_node_name`).
     pub name: String,
     /// Gives the calling thread a scheduling, for `gcomm.thread_prio` (the system call is
-    /// the ABI crate's); `None`: the option is refused.
-    pub set_thread_schedule: Option<fn(ThreadSchedule) -> Result<(), String>>,
+    /// the ABI crate's).
+    pub set_thread_schedule: fn(ThreadSchedule) -> Result<(), String>,
 }
 
 pub struct Arbitrator {
@@ -70,6 +70,10 @@ impl Arbitrator {
             ));
         }
         let tls = crate::tls_options::load(&options)?;
+        let mut group = crate::provider::group_config(&settings.group, &options);
+        if let Some(schedule) = options.schedule("gcomm.thread_prio") {
+            group.thread_start = crate::provider::group_thread_start(schedule, settings.set_thread_schedule)?;
+        }
         let named = options.get("gcache.dir");
         let (cache_dir, temporary) = match named {
             "./" | "" => {
@@ -79,18 +83,32 @@ impl Arbitrator {
             dir => (PathBuf::from(dir), false),
         };
         std::fs::create_dir_all(&cache_dir).map_err(|e| format!("cannot create {}: {e}", cache_dir.display()))?;
+        let started = Self::join(settings, &options, &addresses, group, tls, &cache_dir);
+        match started {
+            Ok(node) => Ok(Arbitrator { node, cache_dir, temporary }),
+            Err(e) => {
+                if temporary {
+                    let _ = std::fs::remove_dir_all(&cache_dir);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The member, started in `cache_dir`.
+    fn join(
+        settings: &ArbitratorSettings,
+        options: &Options,
+        addresses: &GroupAddresses,
+        group: lockstep_group::GroupConfig,
+        tls: Option<std::sync::Arc<lockstep_group::transport::Tls>>,
+        cache_dir: &std::path::Path,
+    ) -> Result<GroupNode, String> {
         // A new member every start unless the operator keeps its state (`gcache.dir`): one that
         // lost its log must not vote as the member it was.
-        let id = lockstep_group::load_or_create_member_id(&cache_dir)
+        let id = lockstep_group::load_or_create_member_id(cache_dir)
             .map_err(|e| format!("cannot read or create the member id in {}: {e}", cache_dir.display()))?;
         let name = if settings.name.is_empty() { "garb".to_string() } else { settings.name.clone() };
-        let mut group = crate::provider::group_config(&settings.group, &options);
-        if let Some(schedule) = options.schedule("gcomm.thread_prio") {
-            let set = settings.set_thread_schedule.ok_or_else(|| {
-                format!("gcomm.thread_prio = {schedule}: this program cannot set a thread's scheduling")
-            })?;
-            group.thread_start = crate::provider::group_thread_start(schedule, set)?;
-        }
         let config = NodeConfig {
             group,
             info: MemberInfo {
@@ -100,11 +118,11 @@ impl Arbitrator {
                 incoming_address: String::new(),
                 incarnation: u64::from_le_bytes(Uuid::random().0[..8].try_into().expect("8 bytes")),
                 arbitrator: true,
-                weight: crate::provider::weight(&options),
-                segment: crate::provider::segment(&options),
+                weight: crate::provider::weight(options),
+                segment: crate::provider::segment(options),
             },
             listen: addresses.listen.clone(),
-            data_dir: cache_dir.clone(),
+            data_dir: cache_dir.to_path_buf(),
             fsync: options.flag("gcache.sync"),
             bootstrap: None,
             peers: addresses.peers.clone(),
@@ -118,7 +136,7 @@ impl Arbitrator {
             addresses.peers,
             node.local_addr()
         );
-        Ok(Arbitrator { node, cache_dir, temporary })
+        Ok(node)
     }
 
     /// Runs until `stop` is set (then leaves the group cleanly) or the member fails.
@@ -206,7 +224,7 @@ mod tests {
     /// An arbitrator pointed at a cluster nobody runs: it starts and keeps trying.
     fn settings(
         thread_prio: &str,
-        set_thread_schedule: Option<fn(ThreadSchedule) -> Result<(), String>>,
+        set_thread_schedule: fn(ThreadSchedule) -> Result<(), String>,
     ) -> ArbitratorSettings {
         ArbitratorSettings {
             address: "gcomm://127.0.0.1:9".into(),
@@ -219,7 +237,7 @@ mod tests {
 
     #[test]
     fn the_arbitrators_group_threads_start_with_gcomm_thread_prio_and_one_refused_fails_its_start() {
-        let arbitrator = Arbitrator::start(&settings("rr:5", Some(scheduled))).unwrap();
+        let arbitrator = Arbitrator::start(&settings("rr:5", scheduled)).unwrap();
         // The group's threads run the hook as they start, soon after.
         let deadline = Instant::now() + Duration::from_secs(5);
         let all_on = || {
@@ -233,9 +251,11 @@ mod tests {
         assert!(all_on(), "{:?}", SCHEDULED.lock().unwrap());
         arbitrator.run(&AtomicBool::new(true)).unwrap();
 
-        let err = Arbitrator::start(&settings("fifo:1", Some(refused))).err().expect("refused");
+        // Refused before anything is left on disk: no cache directory of this process remains.
+        let err = Arbitrator::start(&settings("fifo:1", refused)).err().expect("refused");
         assert!(err.contains("gcomm.thread_prio = fifo:1") && err.contains("CAP_SYS_NICE"), "{err}");
-        let err = Arbitrator::start(&settings("rr:5", None)).err().expect("no way to set it");
-        assert!(err.contains("gcomm.thread_prio = rr:5"), "{err}");
+        let ours = format!("lockstep-arbitrator-{}-", std::process::id());
+        let left = std::fs::read_dir(std::env::temp_dir()).unwrap().flatten();
+        assert!(!left.into_iter().any(|e| e.file_name().to_string_lossy().starts_with(&ours)), "a directory left");
     }
 }
