@@ -68,11 +68,17 @@ fn arbitrate(args: ArbitratorArgs) -> Result<(), String> {
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot handle signal {signal}: {e}"))?;
     }
-    let arbitrator = Arbitrator::start(&settings).inspect_err(|e| log::error!("{e}"))?;
+    // Its error goes to standard error (`run`), and to the log too when that is a file.
+    let to_log_file = |e: &String| {
+        if args.log.is_some() {
+            log::error!("{e}");
+        }
+    };
+    let arbitrator = Arbitrator::start(&settings).inspect_err(to_log_file)?;
     let result = arbitrator.run(&stop);
     match &result {
         Ok(()) => log::info!("arbitrator stopped"),
-        Err(e) => log::error!("{e}"),
+        Err(e) => to_log_file(e),
     }
     result
 }
