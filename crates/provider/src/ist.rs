@@ -120,10 +120,7 @@ impl Votes {
         for seqno in &self.decided {
             w.u64(*seqno as u64);
         }
-        w.len(self.snapshot_joiners.len());
-        for (member, after) in &self.snapshot_joiners {
-            w.u64(member.0).u64(*after as u64);
-        }
+        encode_member_seqnos(w, &self.snapshot_joiners);
     }
 
     fn decode(r: &mut Reader) -> Result<Votes, DecodeError> {
@@ -132,10 +129,20 @@ impl Votes {
         };
         let open = (0..r.len(12)?).map(|_| Ok((r.u64()? as Seqno, cast(r)?))).collect::<Result<_, DecodeError>>()?;
         let decided = (0..r.len(8)?).map(|_| r.u64().map(|s| s as Seqno)).collect::<Result<_, _>>()?;
-        let snapshot_joiners =
-            (0..r.len(16)?).map(|_| Ok((MemberId(r.u64()?), r.u64()? as Seqno))).collect::<Result<_, DecodeError>>()?;
+        let snapshot_joiners = decode_member_seqnos(r)?;
         Ok(Votes { open, decided, snapshot_joiners })
     }
+}
+
+fn encode_member_seqnos(w: &mut Writer, pairs: &[(MemberId, Seqno)]) {
+    w.len(pairs.len());
+    for (member, seqno) in pairs {
+        w.u64(member.0).u64(*seqno as u64);
+    }
+}
+
+fn decode_member_seqnos(r: &mut Reader) -> Result<Vec<(MemberId, Seqno)>, DecodeError> {
+    (0..r.len(16)?).map(|_| Ok((MemberId(r.u64()?), r.u64()? as Seqno))).collect()
 }
 
 /// What a joiner reads after the header.
@@ -211,10 +218,7 @@ impl Preload {
         let mut w = Writer::default();
         w.u8(PRELOAD);
         self.index.encode(&mut w);
-        w.len(self.cuts.len());
-        for (member, cut) in &self.cuts {
-            w.u64(member.0).u64(*cut as u64);
-        }
+        encode_member_seqnos(&mut w, &self.cuts);
         w.len(self.synced.len());
         for member in &self.synced {
             w.u64(member.0);
@@ -247,8 +251,7 @@ fn decode_part(body: &[u8], optimistic_pa: bool) -> Result<Option<Part>, DecodeE
         SKIPPED => Some(Part::Item(Item::Skipped { seqno: r.u64()? as Seqno })),
         PRELOAD => {
             let index = CertificationIndex::decode(&mut r, optimistic_pa)?;
-            let cuts =
-                (0..r.len(16)?).map(|_| Ok((MemberId(r.u64()?), r.u64()? as Seqno))).collect::<Result<_, _>>()?;
+            let cuts = decode_member_seqnos(&mut r)?;
             let synced = (0..r.len(8)?).map(|_| r.u64().map(MemberId)).collect::<Result<_, _>>()?;
             let barrier = r.u64()? as Seqno;
             let (synced_guessed, controls) = (r.bool()?, r.u32()?);

@@ -327,7 +327,7 @@ struct Ordering<W> {
     synced_guessed: bool,
     /// Each member's incarnation in the view a restored checkpoint was taken in, until the
     /// next view is compared with it (a restart since drops a member from `synced`).
-    restored_incarnations: Option<Vec<(MemberId, u64)>>,
+    restored_incarnations: Option<BTreeMap<MemberId, u64>>,
     /// Which seqnos failed certification, for the incremental transfers we donate.
     verdicts: apply::Verdicts,
     /// Our last commit cut sent, and when (in ticks' milliseconds).

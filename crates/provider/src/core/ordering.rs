@@ -12,6 +12,7 @@ use crate::state_transfer::transfer_failed_line;
 use crate::types::{flags, Gtid, Seqno, Status, Uuid};
 use crate::writeset::{Control, Writeset};
 use lockstep_group::{Delivered, DeliveredKind, MemberId, SubmitError};
+use std::collections::BTreeMap;
 
 /// The tag of our synced announcements: the group reports their failures with it (writesets
 /// and barriers take their tags from the local ids, which start at 1).
@@ -445,7 +446,7 @@ impl<W: Clone + PartialEq> Core<W> {
 
     /// Each member's incarnation in the last view our ordering state reflects: the last one
     /// delivered here, or with none since a restored checkpoint, the one it kept.
-    fn previous_incarnations(&self) -> Option<Vec<(MemberId, u64)>> {
+    fn previous_incarnations(&self) -> Option<BTreeMap<MemberId, u64>> {
         let delivered = self.connection.as_ref().map_or(&[][..], |c| &c.view.members[..]);
         if delivered.is_empty() {
             return self.ordering.restored_incarnations.clone();
@@ -491,12 +492,7 @@ impl<W: Clone + PartialEq> Core<W> {
             failed: failed.into_iter().collect(),
             members: self.ordering.members.clone(),
             preload: self.preload(),
-            incarnations: self
-                .ordering
-                .members
-                .iter()
-                .map(|id| previous.iter().find(|(m, _)| m == id).map_or(0, |(_, incarnation)| *incarnation))
-                .collect(),
+            incarnations: self.ordering.members.iter().map(|id| previous.get(id).copied().unwrap_or(0)).collect(),
         })
     }
 
@@ -689,7 +685,7 @@ impl<W: Clone + PartialEq> Core<W> {
                 self.ordering.synced_guessed = true;
             }
             let same_incarnation = |id: MemberId| {
-                let before = previous.as_ref().and_then(|p| p.iter().find(|(m, _)| *m == id).map(|(_, i)| *i));
+                let before = previous.as_ref().and_then(|p| p.get(&id).copied());
                 before.is_none_or(|before| incarnation_in(&view.members, id) == Some(before))
             };
             self.ordering.synced.retain(|id| view.contains(*id) && same_incarnation(*id));
