@@ -79,6 +79,8 @@ pub struct Member<S: LogStore> {
     election_deadline_ms: u64,
     /// When each peer was last heard from (any message).
     last_heard_ms: BTreeMap<MemberId, u64>,
+    /// Members whose last connection to us ended (`peer_closed`) and not heard from since.
+    closed: BTreeSet<MemberId>,
     leader: Option<MemberId>,
     leader_heard_ms: u64,
     leader_primary: bool,
@@ -297,6 +299,7 @@ impl<S: LogStore> Member<S> {
             now_ms,
             election_deadline_ms: now_ms,
             last_heard_ms: BTreeMap::new(),
+            closed: BTreeSet::new(),
             leader: None,
             leader_heard_ms: 0,
             leader_primary: false,
@@ -457,7 +460,7 @@ impl<S: LogStore> Member<S> {
         if let Some(d) = self.handover_deadline_ms() {
             deadline = deadline.min(d);
         }
-        if self.leader.is_some() && self.uploads.front().is_some_and(|u| u.has_room(self.config.part_limit())) {
+        if self.uploads.front().is_some_and(|u| u.has_room(self.config.part_limit())) && self.uploads_may_go() {
             deadline = self.now_ms;
         }
         deadline.max(self.now_ms)
@@ -518,6 +521,10 @@ impl<S: LogStore> Member<S> {
         let from = message.from;
         if !self.same_bootstrap(from, message.group) {
             return;
+        }
+        if self.closed.remove(&from) {
+            // Held writesets go before anything submitted after this message.
+            self.forward_held();
         }
         if self.is_known(from) {
             // Only members we know of take room in these tables.
@@ -690,19 +697,20 @@ impl<S: LogStore> Member<S> {
 
     /// Proposes `op` if we lead, or forwards it to the leader (kept to forward again).
     fn dispatch(&mut self, request: u64, op: Op) -> Result<(), SubmitError> {
-        let handing_over = self.handing_over();
-        if self.raft.role() == Role::Leader && !handing_over {
+        let hold = self.handing_over() || (!matches!(op, Op::Message { .. }) && self.cut_off());
+        if self.raft.role() == Role::Leader && !hold {
             return if self.propose(&op) { Ok(()) } else { Err(SubmitError::NotPrimary) };
         }
         let single = matches!(op, Op::Writeset { .. } | Op::Message { .. });
         let body = forward_body(op);
-        let leader = self.leader.filter(|_| !handing_over);
+        let leader = self.leader.filter(|_| !hold);
         let Some(leader) = leader else {
             if !single {
                 return Err(SubmitError::NotPrimary);
             }
-            // An election in a primary component, or our hand-over of the lead: sent once a
-            // leader is known (`forward_held`), as Galera's writes wait out a view change.
+            // An election in a primary component, our hand-over of the lead, or a closed
+            // connection (`cut_off`): sent once a leader is known and connected
+            // (`forward_held`), as Galera's writes wait out a view change.
             self.resend.insert(request, Forwarded { body, attempts: FORWARD_ATTEMPTS, sent_in: None });
             return Ok(());
         };
@@ -719,8 +727,9 @@ impl<S: LogStore> Member<S> {
         if self.handing_over() || !self.resend.values().any(|f| f.sent_in.is_none()) {
             return;
         }
-        let held: Vec<u64> = self.resend.iter().filter(|(_, f)| f.sent_in.is_none()).map(|(&r, _)| r).collect();
+        let unsent = |f: &Forwarded| f.sent_in.is_none();
         if !self.is_primary() {
+            let held: Vec<u64> = self.resend.iter().filter(|(_, f)| unsent(f)).map(|(&r, _)| r).collect();
             for request in held {
                 self.resend.remove(&request);
                 if self.pending.remove(&request).is_some() {
@@ -730,8 +739,14 @@ impl<S: LogStore> Member<S> {
             return;
         }
         let Some(leader) = self.leader else { return };
+        // Writesets wait while we are cut off; messages go (see `dispatch`).
+        let cut_off = self.cut_off();
+        let release: Vec<u64> = (self.resend.iter())
+            .filter(|(_, f)| unsent(f) && !(cut_off && matches!(f.body, Body::Forward { .. })))
+            .map(|(&r, _)| r)
+            .collect();
         let (me, term) = (self.info.id, self.raft.term());
-        for request in held {
+        for request in release {
             if leader != me {
                 let f = self.resend.get_mut(&request).expect("listed above");
                 f.sent_in = Some(term);
@@ -840,9 +855,9 @@ impl<S: LogStore> Member<S> {
     /// leader's proposals need another flush round).
     fn pump_uploads(&mut self) -> bool {
         let mut proposed = false;
-        // Parts wait while there is no leader to take them (an election); the upload's
-        // deadline bounds the wait.
-        while self.is_primary() && self.leader.is_some() && !self.handing_over() {
+        // Parts wait while there is no leader to take them (an election) or we are cut off;
+        // the upload's deadline bounds the wait.
+        while self.uploads_may_go() {
             let part_request = self.next_request;
             let part_bytes = self.config.part_limit();
             let Some(upload) = self.uploads.front_mut() else { break };
@@ -871,6 +886,12 @@ impl<S: LogStore> Member<S> {
     /// An end sent but not applied after a while was lost on the way (a forward the network
     /// dropped): send it again. Ordering it twice is harmless, the second finds no open
     /// upload and is refused everywhere.
+    /// Whether our uploads' parts may go now: not while no leader takes them (an election,
+    /// a hand-over) or while we are cut off.
+    fn uploads_may_go(&self) -> bool {
+        self.is_primary() && self.leader.is_some() && !self.handing_over() && !self.cut_off()
+    }
+
     fn resend_lost_end(&mut self) {
         let now = self.now_ms;
         let Some(upload) = self.uploads.front_mut().filter(|u| u.end_sent && u.end_resend_ms <= now) else {
@@ -1353,7 +1374,10 @@ impl<S: LogStore> Member<S> {
             self.hold_forwarded(from, term, request, op);
             return;
         }
-        if !(self.is_primary() && self.raft.role() == Role::Leader && self.propose(&op)) {
+        // Cut off, what a follower forwards is refused as ours would wait: the follower tries
+        // again, then fails it, never ordered.
+        let cut_off = !matches!(op, Op::Message { .. }) && self.cut_off();
+        if !(self.is_primary() && self.raft.role() == Role::Leader && !cut_off && self.propose(&op)) {
             self.send(from, Body::ForwardRefused { request });
             return;
         }
@@ -2198,6 +2222,42 @@ impl<S: LogStore> Member<S> {
             .collect();
         contact.insert(self.info.id);
         self.raft.latest_membership().has_quorum(&contact)
+    }
+
+    /// The transport saw the last connection `id` had open to us end: its process ended, or
+    /// it closed the connection. Until we hear from it again it counts as gone (`cut_off`).
+    pub fn peer_closed(&mut self, id: MemberId) {
+        if id == self.info.id || !self.is_known(id) || !self.closed.insert(id) {
+            return;
+        }
+        if self.cut_off() {
+            log::info!(
+                "{}: {id} closed its connection: writesets wait for a quorum of connected members",
+                self.info.id
+            );
+        }
+    }
+
+    /// Whether a writeset ordered now would wait in a log that cannot commit it: as leader,
+    /// the voters still connected to us make no quorum; as follower, our leader's connection
+    /// closed. Our view stays primary until the suspect timeout, as Galera's does, but what a
+    /// leader appends meanwhile commits whenever a quorum forms again, long after its client
+    /// was told it failed (mtr galera_split_brain: a table created after its CREATE TABLE
+    /// failed). So writesets wait (`forward_held`) for the connection to come back, or fail
+    /// when the primary component ends, as Galera's wait for its view change. A peer merely
+    /// silent counts as connected; what was appended before the close was seen may still
+    /// commit late (docs/design/group-views-and-primary-component.md). With `pc.ignore_sb`
+    /// a forced component orders our writesets anyway (`keep_own_unordered`).
+    fn cut_off(&self) -> bool {
+        if self.closed.is_empty() || self.config.ignore_split_brain {
+            return false;
+        }
+        if self.raft.role() == Role::Leader {
+            let mut connected = self.members_in_contact();
+            connected.retain(|id| !self.closed.contains(id));
+            return !self.raft.latest_membership().has_quorum(&connected);
+        }
+        self.leader.is_some_and(|l| self.closed.contains(&l))
     }
 
     fn has_left(&self) -> bool {

@@ -15,7 +15,7 @@ use crate::cache::{FileStore, LogStore};
 use crate::config::{GroupConfig, ThreadStart};
 use crate::member::{CacheRead, Member, Status};
 use crate::message::{Body, Message};
-use crate::transport::{Tls, TlsError, Transport};
+use crate::transport::{Inbound, Tls, TlsError, Transport};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
@@ -161,6 +161,8 @@ enum Event {
     Incoming(Box<Message>),
     /// A seed address answered as this member.
     Seed(MemberId),
+    /// The last connection this member had open to us ended.
+    PeerClosed(MemberId),
     Submit(Vec<u8>, Reply),
     SendMessage(Vec<u8>, Reply),
     /// The sink has room again.
@@ -366,14 +368,6 @@ impl GroupNode {
         // Besides the seed addresses, a restarted member asks every member its cache names.
         let known = Member::known_members(&store);
         let known_ids: Vec<MemberId> = known.iter().map(|m| m.id).collect();
-        let (info, group, now) = (config.info.clone(), config.group.clone(), 0);
-        let mut member = match config.bootstrap {
-            Some(genesis) => Member::bootstrap(info, group, store, genesis, now),
-            None if store.last_index() == 0 => Member::join(info, group, store, &[], now),
-            None => Member::restart(info, group, store, &known_ids, now, config.resume_after),
-        };
-        member.set_rng_seed(fresh_seed(&config.info));
-
         let engine = Arc::new(Engine {
             ticker: OnceLock::new(),
             inputs: Mutex::new(VecDeque::new()),
@@ -393,14 +387,18 @@ impl GroupNode {
             &config.listen,
             crate::config::RECORD_LIMIT_BYTES,
             tls.clone(),
-            move |m| {
+            move |inbound| {
+                let event = match inbound {
+                    Inbound::Message(m) => Event::Incoming(m),
+                    Inbound::Closed(id) => Event::PeerClosed(id),
+                };
                 // Idle, the reader processes it (no hand-off); busy, the ticker takes it and
                 // the reader goes back to its socket at once.
                 if let Some(engine) = incoming.upgrade() {
                     if engine.is_idle() && engine.in_flight.load(Ordering::Relaxed) == 0 {
-                        engine.input(Event::Incoming(Box::new(m)));
+                        engine.input(event);
                     } else {
-                        engine.queue(Event::Incoming(Box::new(m)));
+                        engine.queue(event);
                     }
                 }
             },
@@ -408,6 +406,18 @@ impl GroupNode {
         for m in &known {
             transport.set_address(m.id, &m.address);
         }
+        let mut info = config.info.clone();
+        // Asked for any port: peers dial the one it took.
+        if let Some(host) = info.address.strip_suffix(":0") {
+            info.address = format!("{host}:{}", transport.local_addr().port());
+        }
+        let (group, now) = (config.group.clone(), 0);
+        let mut member = match config.bootstrap {
+            Some(genesis) => Member::bootstrap(info, group, store, genesis, now),
+            None if store.last_index() == 0 => Member::join(info, group, store, &[], now),
+            None => Member::restart(info, group, store, &known_ids, now, config.resume_after),
+        };
+        member.set_rng_seed(fresh_seed(&config.info));
         for address in &config.peers {
             let found: Weak<Engine> = Arc::downgrade(&engine);
             transport.discover(address, move |id| {
@@ -815,6 +825,7 @@ impl Driver {
                 self.member.receive(*message);
             }
             Event::Seed(id) => self.member.add_seed(id),
+            Event::PeerClosed(id) => self.member.peer_closed(id),
             Event::ResumeDeliveries => self.sink_full = false,
             Event::ReadBarrier(tag) => match self.member.read_barrier() {
                 Ok(request) => {

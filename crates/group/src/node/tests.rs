@@ -205,6 +205,34 @@ fn members_of_two_bootstraps_of_one_cluster_do_not_mix_and_both_go_on() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Members that asked for any port (`gmcast.listen_addr=tcp://127.0.0.1:0`) are known to
+/// the others by the port they took, so each reaches the other.
+#[test]
+fn members_listening_on_any_port_are_reached_on_the_one_they_took() {
+    let _serial = one_at_a_time();
+    let dir = temp_dir("any-port");
+    let any_port = |n: usize, bootstrap: Option<Genesis>, peers: Vec<String>| {
+        let mut c = config(n, &[0, 0], &dir, bootstrap, 0);
+        c.listen = "127.0.0.1:0".into();
+        c.peers = peers;
+        c
+    };
+    let genesis = Genesis { history: [6; 16], base_seqno: 0, group: 1 };
+    let first = GroupNode::start(any_port(1, Some(genesis), Vec::new())).unwrap();
+    wait_for("first primary", || first.status().primary);
+    let second = GroupNode::start(any_port(2, None, vec![first.local_addr().to_string()])).unwrap();
+    let both = [first, second];
+    wait_for_nodes(&both, "a view of two", || {
+        both.iter().all(|n| n.status().primary && n.status().view.members.len() == 2)
+    });
+    for member in both[0].status().view.members {
+        let node = both.iter().find(|n| n.status().id == member.id).unwrap();
+        assert_eq!(member.address, format!("127.0.0.1:{}", node.local_addr().port()));
+    }
+    drop(both);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A member restarted from a cache of two voters (so not primary alone) finds the cluster
 /// bootstrapped again meanwhile: it discards its cache and joins the new cluster as a new
 /// member, which hands its application the new order from its start.

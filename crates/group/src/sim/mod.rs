@@ -24,8 +24,10 @@ const STEP_MS: u64 = 10;
 /// Messages in flight per link; beyond it the network drops (as a full socket would).
 const LINK_QUEUE_LIMIT: usize = 4096;
 
-/// A message on the simulated wire: (deliver at, sequence, to, record bytes).
-type InFlight = (u64, u64, usize, Vec<u8>);
+/// What travels on a simulated link: (deliver at, sequence, from, to, the record bytes), or
+/// `None` for the end of the sender's connections: a crashed process closes its sockets,
+/// and the close arrives after what it sent before.
+type InFlight = (u64, u64, usize, usize, Option<Vec<u8>>);
 
 /// Shape of one run, drawn from its seed.
 #[derive(Debug, Clone)]
@@ -518,6 +520,18 @@ impl Sim {
             self.nodes[i].restart_at_ms = restart_after_ms.map_or(u64::MAX, |d| self.now_ms + d);
             self.stats.crashes += 1;
             self.note(|| format!("crash {id}"));
+            self.close_connections(i);
+        }
+    }
+
+    /// Member `from`'s process ended: each member it can reach sees its connection close,
+    /// after the messages it sent before.
+    fn close_connections(&mut self, from: usize) {
+        for to in (0..self.nodes.len()).filter(|&to| to != from && !self.cut.contains(&(from, to))) {
+            let sent = self.network.iter().filter(|Reverse(m)| m.2 == from && m.3 == to).map(|Reverse(m)| m.0);
+            let at = sent.max().unwrap_or(self.now_ms + 1);
+            self.sequence += 1;
+            self.network.push(Reverse((at, self.sequence, from, to, None)));
         }
     }
 
@@ -609,12 +623,19 @@ impl Sim {
         if let Some(s) = self.faults.clone() {
             self.inject_faults(&s)?;
         }
-        while let Some(Reverse((at, _, _, _))) = self.network.peek() {
+        while let Some(Reverse((at, ..))) = self.network.peek() {
             if *at > self.now_ms {
                 break;
             }
-            let Reverse((_, _, to, bytes)) = self.network.pop().expect("peeked");
-            self.deliver(to, &bytes)?;
+            let Reverse((_, _, from, to, record)) = self.network.pop().expect("peeked");
+            match record {
+                Some(bytes) => self.deliver(to, &bytes)?,
+                None => {
+                    if let Some(member) = self.nodes[to].member.as_mut() {
+                        member.peer_closed(MemberId(from as u64 + 1));
+                    }
+                }
+            }
         }
         for i in 0..self.nodes.len() {
             if let Some(m) = self.nodes[i].member.as_mut() {
@@ -799,7 +820,7 @@ impl Sim {
                 at = at.max(until);
             }
             self.sequence += 1;
-            self.network.push(Reverse((at, self.sequence, to, bytes.clone())));
+            self.network.push(Reverse((at, self.sequence, from, to, Some(bytes.clone()))));
         }
     }
 

@@ -529,3 +529,85 @@ fn a_restarted_member_that_rejoins_makes_one_view() {
         }
     }
 }
+
+/// The writesets of member `m` delivered to the external application so far.
+fn writesets_delivered(sim: &mut Sim, m: MemberId) -> Vec<Vec<u8>> {
+    let mut found = Vec::new();
+    while let Some((d, _)) = sim.pop_delivered(m).unwrap() {
+        if matches!(d.kind, DeliveredKind::Writeset { .. }) {
+            found.push(d.bytes);
+        }
+    }
+    found
+}
+
+/// mtr galera_split_brain: of two members one is killed, and the other's view stays primary
+/// until the suspect timeout. A writeset submitted meanwhile waits instead of going into a
+/// log that cannot commit it: it fails when the primary component ends, and the member's
+/// return does not order it after its submitter was told so.
+#[test]
+fn a_writeset_after_the_only_other_member_was_killed_fails_unordered_when_the_primary_component_ends() {
+    let mut sim = formed(2);
+    sim.set_external_application(true);
+    let leader = sim.status(id(1)).unwrap().leader.unwrap();
+    let other = if leader == id(1) { id(2) } else { id(1) };
+    sim.crash(other, None);
+    // Its connections' close arrives after what it sent before.
+    sim.run_for(100).unwrap();
+    assert!(sim.submit_tagged(leader, b"after the kill".to_vec(), 7, false));
+    sim.run_for(GroupConfig::new("sim").suspect_timeout_ms + 1_000).unwrap();
+    assert!(!sim.status(leader).unwrap().primary);
+    assert_eq!(sim.take_failures(leader), [(7, SubmitError::NotPrimary)]);
+    sim.restart(other).unwrap();
+    sim.run_for(10_000).unwrap();
+    assert!(sim.status(leader).unwrap().primary);
+    assert!(sim.status(other).unwrap().primary);
+    for m in [leader, other] {
+        assert!(!writesets_delivered(&mut sim, m).contains(&b"after the kill".to_vec()));
+    }
+}
+
+/// The same writeset is ordered once the member comes back within the suspect timeout.
+#[test]
+fn a_writeset_waiting_for_a_connected_quorum_is_ordered_when_the_member_comes_back() {
+    let mut sim = formed(2);
+    sim.set_external_application(true);
+    let leader = sim.status(id(1)).unwrap().leader.unwrap();
+    let other = if leader == id(1) { id(2) } else { id(1) };
+    sim.crash(other, None);
+    // Its connections' close arrives after what it sent before.
+    sim.run_for(100).unwrap();
+    assert!(sim.submit_tagged(leader, b"after the kill".to_vec(), 7, false));
+    sim.run_for(1_000).unwrap();
+    assert!(writesets_delivered(&mut sim, leader).is_empty());
+    sim.restart(other).unwrap();
+    sim.run_for(5_000).unwrap();
+    assert!(sim.take_failures(leader).is_empty());
+    assert_eq!(writesets_delivered(&mut sim, leader), [b"after the kill".to_vec()]);
+}
+
+/// Of four members two are killed: the leader is cut off, and what the other follower
+/// forwards it is refused, not appended to commit once they return.
+#[test]
+fn a_writeset_forwarded_to_a_leader_cut_off_from_a_quorum_is_refused_and_never_ordered() {
+    let mut sim = formed(4);
+    sim.set_external_application(true);
+    let leader = sim.status(id(1)).unwrap().leader.unwrap();
+    let others: Vec<MemberId> = (1..=4).map(id).filter(|&m| m != leader).collect();
+    let (follower, killed) = (others[0], &others[1..]);
+    for &m in killed {
+        sim.crash(m, None);
+    }
+    sim.run_for(100).unwrap();
+    assert!(sim.submit_tagged(follower, b"after the kills".to_vec(), 8, false));
+    sim.run_for(1_000).unwrap();
+    assert_eq!(sim.take_failures(follower), [(8, SubmitError::Retry)]);
+    for &m in killed {
+        sim.restart(m).unwrap();
+    }
+    sim.run_for(10_000).unwrap();
+    assert!(sim.status(leader).unwrap().primary);
+    for m in (1..=4).map(id) {
+        assert!(!writesets_delivered(&mut sim, m).contains(&b"after the kills".to_vec()));
+    }
+}

@@ -14,7 +14,7 @@
 mod tcp;
 pub mod tls;
 
-pub use tcp::Transport;
+pub use tcp::{Inbound, Transport};
 pub use tls::{Refusals, Side, Stream, Tls, TlsConfig, TlsError};
 
 use crate::codec::{DecodeError, Reader, Writer};

@@ -50,7 +50,16 @@ const DISCOVER_PAUSE: Duration = Duration::from_millis(500);
 /// never wait this long; a follower's to another follower always does.
 const IDLE_CHECK: Duration = Duration::from_millis(200);
 
-type Deliver = Arc<dyn Fn(Message) + Send + Sync>;
+/// What the transport hands up: a peer's message, or the end of the last connection that
+/// peer had open to us (its process ended, or it closed the connection).
+#[derive(Debug, PartialEq)]
+pub enum Inbound {
+    /// Boxed: far larger than the close, as the node's queue keeps it.
+    Message(Box<Message>),
+    Closed(MemberId),
+}
+
+type Deliver = Arc<dyn Fn(Inbound) + Send + Sync>;
 
 struct Shared {
     hello: Hello,
@@ -62,12 +71,15 @@ struct Shared {
     refusals: Refusals,
     /// Accepted connections whose hello is not in yet.
     unauthenticated: AtomicUsize,
-    /// Galera's `gmcast.isolate`: no connection in or out, nothing sent or delivered.
+    /// Galera's `gmcast.isolate`: no connection in or out, nothing sent or delivered but the
+    /// close of every inbound connection (`Inbound::Closed`).
     isolated: AtomicBool,
     /// Messages carrying writesets go deflated (`GroupConfig::compress`).
     compress: bool,
     /// Run first on each of our threads (`GroupConfig::thread_start`).
     thread_start: ThreadStart,
+    /// Inbound connections past their hello, by peer (`OpenInbound`).
+    inbound: Mutex<BTreeMap<MemberId, usize>>,
 }
 
 /// Messages carrying fewer writeset bytes than this go as they are: too little to gain.
@@ -229,7 +241,8 @@ fn encode(message: &Message, compress: bool) -> Vec<u8> {
 }
 
 impl Transport {
-    /// Listens on `listen` and hands every decoded message from a peer to `deliver`; with
+    /// Listens on `listen` and hands every decoded message from a peer to `deliver`, and the
+    /// end of a peer's last connection to us (`Inbound::Closed`); with
     /// `tls`, every connection is TLS and a peer must show a certificate of the cluster's CA;
     /// with `group.compress`, what this member sends with writesets in it goes deflated (it reads
     /// both either way).
@@ -239,7 +252,7 @@ impl Transport {
         listen: &str,
         limit_bytes: u32,
         tls: Option<Arc<Tls>>,
-        deliver: impl Fn(Message) + Send + Sync + 'static,
+        deliver: impl Fn(Inbound) + Send + Sync + 'static,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(listen)?;
         let local = listener.local_addr()?;
@@ -254,6 +267,7 @@ impl Transport {
             isolated: AtomicBool::new(false),
             compress: group.compress,
             thread_start: group.thread_start.clone(),
+            inbound: Mutex::new(BTreeMap::new()),
         });
         let deliver: Deliver = Arc::new(deliver);
         let acceptor_shared = shared.clone();
@@ -506,6 +520,7 @@ fn read_loop(
     stream.flush()?;
     drop(pending);
     shared.refusals.authenticated(peer);
+    let _open = OpenInbound::new(theirs.member, shared, deliver);
     let mut reader = std::io::BufReader::with_capacity(1 << 16, stream);
     loop {
         let (kind, body) = read_record(&mut reader, shared.limit_bytes)?;
@@ -527,7 +542,45 @@ fn read_loop(
         if shared.stopping.load(Ordering::SeqCst) || shared.isolated.load(Ordering::SeqCst) {
             return Ok(());
         }
-        deliver(message);
+        deliver(Inbound::Message(Box::new(message)));
+    }
+}
+
+/// One inbound connection past its hello. When the last of a peer's ends, the member hears
+/// of it at once: a killed process closes its sockets, and a leader that knows so stops
+/// appending what could not commit (docs/design/group-views-and-primary-component.md).
+/// A redial that begins after the old connection ended reports a close that may reach the
+/// member after the new connection's first message, from another reader thread: the peer
+/// then counts as closed until its next message, a heartbeat at most. So does a seed
+/// prober's short connection (`discover`), which the member ignores for a peer it does not
+/// know yet.
+struct OpenInbound<'a> {
+    peer: MemberId,
+    shared: &'a Shared,
+    deliver: &'a Deliver,
+}
+
+impl<'a> OpenInbound<'a> {
+    fn new(peer: MemberId, shared: &'a Shared, deliver: &'a Deliver) -> Self {
+        *shared.inbound.lock().unwrap_or_else(PoisonError::into_inner).entry(peer).or_insert(0) += 1;
+        Self { peer, shared, deliver }
+    }
+}
+
+impl Drop for OpenInbound<'_> {
+    fn drop(&mut self) {
+        let mut open = self.shared.inbound.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(count) = open.get_mut(&self.peer) else { return };
+        *count -= 1;
+        if *count > 0 {
+            return;
+        }
+        open.remove(&self.peer);
+        drop(open);
+        // Not while unwinding: the member's input could panic in turn.
+        if !thread::panicking() && !self.shared.stopping.load(Ordering::SeqCst) {
+            (self.deliver)(Inbound::Closed(self.peer));
+        }
     }
 }
 

@@ -41,8 +41,10 @@ fn listening_with(
     let (tx, rx) = channel();
     let tx = Mutex::new(tx);
     let group = GroupConfig { compress, ..GroupConfig::new(cluster) };
-    let t = Transport::start(MemberId(id), &group, "127.0.0.1:0", 1 << 20, tls, move |m| {
-        let _ = tx.lock().unwrap().send(m);
+    let t = Transport::start(MemberId(id), &group, "127.0.0.1:0", 1 << 20, tls, move |inbound| {
+        if let Inbound::Message(m) = inbound {
+            let _ = tx.lock().unwrap().send(*m);
+        }
     })
     .unwrap();
     (t, rx)
@@ -116,6 +118,24 @@ fn peers_of_one_cluster_exchange_messages() {
 }
 
 #[test]
+fn the_end_of_a_peers_last_connection_is_reported_once_after_its_messages() {
+    let (tx, rx) = channel();
+    let tx = Mutex::new(tx);
+    let b = Transport::start(MemberId(2), &GroupConfig::new("c"), "127.0.0.1:0", 1 << 20, None, move |inbound| {
+        let _ = tx.lock().unwrap().send(inbound);
+    })
+    .unwrap();
+    let (a, _) = listening(1, "c");
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    a.send(MemberId(2), message(1));
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Inbound::Message(Box::new(message(1))));
+    // A process that ends closes its sockets.
+    drop(a);
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Inbound::Closed(MemberId(1)));
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err());
+}
+
+#[test]
 fn a_peer_of_another_cluster_is_refused() {
     let (a, _) = listening(1, "other");
     let (b, b_rx) = listening(2, "c");
@@ -157,9 +177,11 @@ fn a_peer_that_stops_reading_holds_up_no_sender_and_gets_everything_in_order() {
         Some(Arc::new(Tls::load(config).unwrap())),
         {
             let tx = Mutex::new(tx);
-            move |m| {
+            move |inbound| {
                 drop(reading.lock().unwrap());
-                let _ = tx.lock().unwrap().send(m);
+                if let Inbound::Message(m) = inbound {
+                    let _ = tx.lock().unwrap().send(*m);
+                }
             }
         },
     )
@@ -280,11 +302,19 @@ fn a_seed_address_is_resolved_to_its_member_and_our_own_is_ignored() {
     thread::sleep(Duration::from_millis(700));
     let (tx, _) = channel();
     let tx = Mutex::new(tx);
-    let _c =
-        Transport::start(MemberId(3), &GroupConfig::new("c"), &format!("127.0.0.1:{port}"), 1 << 20, None, move |m| {
-            let _ = tx.lock().unwrap().send(m);
-        })
-        .unwrap();
+    let _c = Transport::start(
+        MemberId(3),
+        &GroupConfig::new("c"),
+        &format!("127.0.0.1:{port}"),
+        1 << 20,
+        None,
+        move |inbound| {
+            if let Inbound::Message(m) = inbound {
+                let _ = tx.lock().unwrap().send(*m);
+            }
+        },
+    )
+    .unwrap();
     assert_eq!(late_rx.recv_timeout(Duration::from_secs(5)).unwrap(), MemberId(3));
     assert!(a_rx.try_recv().is_err());
 }
@@ -388,8 +418,10 @@ fn every_thread_of_the_transport_runs_the_thread_start_first() {
     };
     let (tx, rx) = channel();
     let tx = Mutex::new(tx);
-    let b = Transport::start(MemberId(2), &group, "127.0.0.1:0", 1 << 20, None, move |m| {
-        let _ = tx.lock().unwrap().send(m);
+    let b = Transport::start(MemberId(2), &group, "127.0.0.1:0", 1 << 20, None, move |inbound| {
+        if let Inbound::Message(m) = inbound {
+            let _ = tx.lock().unwrap().send(*m);
+        }
     })
     .unwrap();
     let (a, _) = listening(1, "c");
