@@ -541,20 +541,27 @@ fn writesets_delivered(sim: &mut Sim, m: MemberId) -> Vec<Vec<u8>> {
     found
 }
 
+/// Two members; the follower is killed and, once its connections' close has arrived (after
+/// what it sent before), the leader submits "after the kill" (tag 7). Returns the leader and
+/// the killed member.
+fn two_with_one_killed_and_a_writeset_after() -> (Sim, MemberId, MemberId) {
+    let mut sim = formed(2);
+    sim.set_external_application(true);
+    let leader = sim.status(id(1)).unwrap().leader.unwrap();
+    let other = if leader == id(1) { id(2) } else { id(1) };
+    sim.crash(other, None);
+    sim.run_for(100).unwrap();
+    assert!(sim.submit_tagged(leader, b"after the kill".to_vec(), 7, false));
+    (sim, leader, other)
+}
+
 /// mtr galera_split_brain: of two members one is killed, and the other's view stays primary
 /// until the suspect timeout. A writeset submitted meanwhile waits instead of going into a
 /// log that cannot commit it: it fails when the primary component ends, and the member's
 /// return does not order it after its submitter was told so.
 #[test]
 fn a_writeset_after_the_only_other_member_was_killed_fails_unordered_when_the_primary_component_ends() {
-    let mut sim = formed(2);
-    sim.set_external_application(true);
-    let leader = sim.status(id(1)).unwrap().leader.unwrap();
-    let other = if leader == id(1) { id(2) } else { id(1) };
-    sim.crash(other, None);
-    // Its connections' close arrives after what it sent before.
-    sim.run_for(100).unwrap();
-    assert!(sim.submit_tagged(leader, b"after the kill".to_vec(), 7, false));
+    let (mut sim, leader, other) = two_with_one_killed_and_a_writeset_after();
     sim.run_for(GroupConfig::new("sim").suspect_timeout_ms + 1_000).unwrap();
     assert!(!sim.status(leader).unwrap().primary);
     assert_eq!(sim.take_failures(leader), [(7, SubmitError::NotPrimary)]);
@@ -570,14 +577,7 @@ fn a_writeset_after_the_only_other_member_was_killed_fails_unordered_when_the_pr
 /// The same writeset is ordered once the member comes back within the suspect timeout.
 #[test]
 fn a_writeset_waiting_for_a_connected_quorum_is_ordered_when_the_member_comes_back() {
-    let mut sim = formed(2);
-    sim.set_external_application(true);
-    let leader = sim.status(id(1)).unwrap().leader.unwrap();
-    let other = if leader == id(1) { id(2) } else { id(1) };
-    sim.crash(other, None);
-    // Its connections' close arrives after what it sent before.
-    sim.run_for(100).unwrap();
-    assert!(sim.submit_tagged(leader, b"after the kill".to_vec(), 7, false));
+    let (mut sim, leader, other) = two_with_one_killed_and_a_writeset_after();
     sim.run_for(1_000).unwrap();
     assert!(writesets_delivered(&mut sim, leader).is_empty());
     sim.restart(other).unwrap();
