@@ -883,15 +883,15 @@ impl<S: LogStore> Member<S> {
         proposed
     }
 
-    /// An end sent but not applied after a while was lost on the way (a forward the network
-    /// dropped): send it again. Ordering it twice is harmless, the second finds no open
-    /// upload and is refused everywhere.
     /// Whether our uploads' parts may go now: not while no leader takes them (an election,
     /// a hand-over) or while we are cut off.
     fn uploads_may_go(&self) -> bool {
         self.is_primary() && self.leader.is_some() && !self.handing_over() && !self.cut_off()
     }
 
+    /// An end sent but not applied after a while was lost on the way (a forward the network
+    /// dropped): send it again. Ordering it twice is harmless, the second finds no open
+    /// upload and is refused everywhere.
     fn resend_lost_end(&mut self) {
         let now = self.now_ms;
         let Some(upload) = self.uploads.front_mut().filter(|u| u.end_sent && u.end_resend_ms <= now) else {
