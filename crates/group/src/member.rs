@@ -522,10 +522,7 @@ impl<S: LogStore> Member<S> {
         if !self.same_bootstrap(from, message.group) {
             return;
         }
-        if self.closed.remove(&from) {
-            // Held writesets go before anything submitted after this message.
-            self.forward_held();
-        }
+        let reconnected = self.closed.remove(&from);
         if self.is_known(from) {
             // Only members we know of take room in these tables.
             self.last_heard_ms.insert(from, self.now_ms);
@@ -569,7 +566,8 @@ impl<S: LogStore> Member<S> {
                     self.propose_remerge(from, view_id);
                 }
             }
-            Body::ForwardRefused { request } => self.forward_again(request),
+            Body::ForwardRefused { request, cut_off: false } => self.forward_again(request),
+            Body::ForwardRefused { request, cut_off: true } => self.refused_by_cut_off_leader(request),
             Body::ReadIndex { request } => {
                 let index = if self.is_primary() && self.in_configuration(from) { self.read_index() } else { None };
                 self.send(from, Body::ReadIndexReply { request, index });
@@ -639,6 +637,10 @@ impl<S: LogStore> Member<S> {
                     }
                 }
             }
+        }
+        if reconnected {
+            // Held writesets go now, before anything submitted after this message.
+            self.forward_held();
         }
     }
 
@@ -797,6 +799,20 @@ impl<S: LogStore> Member<S> {
                     self.complete(request, Err(SubmitError::Retry));
                 }
             }
+        }
+    }
+
+    /// Our leader is cut off from a quorum (`cut_off`) and refused a writeset of ours, or a
+    /// part or end of an upload: not ordered, and asking again would meet the same until the
+    /// primary component ends. It fails at once, an upload without starting over.
+    fn refused_by_cut_off_leader(&mut self, request: u64) {
+        self.resend.remove(&request);
+        if self.pending.remove(&request).is_none() {
+            return;
+        }
+        match self.uploads.iter().position(|u| u.owns(request)) {
+            Some(at) => self.upload_failed(at, request, false),
+            None => self.completions.push((request, Err(SubmitError::Retry))),
         }
     }
 
@@ -1374,11 +1390,9 @@ impl<S: LogStore> Member<S> {
             self.hold_forwarded(from, term, request, op);
             return;
         }
-        // Cut off, what a follower forwards is refused as ours would wait: the follower tries
-        // again, then fails it, never ordered.
         let cut_off = !matches!(op, Op::Message { .. }) && self.cut_off();
         if !(self.is_primary() && self.raft.role() == Role::Leader && !cut_off && self.propose(&op)) {
-            self.send(from, Body::ForwardRefused { request });
+            self.send(from, Body::ForwardRefused { request, cut_off });
             return;
         }
         self.forwarded.push_back((from, request));

@@ -96,9 +96,11 @@ pub enum Body {
         parts: u32,
         data: Vec<u8>,
     },
-    /// The receiver is not a primary leader: the request was not ordered.
+    /// The receiver is not a primary leader, or is one cut off from a quorum
+    /// (`Member::cut_off`): the request was not ordered.
     ForwardRefused {
         request: u64,
+        cut_off: bool,
     },
     /// Please add me to the primary component.
     Join(MemberInfo),
@@ -230,8 +232,8 @@ impl Message {
             Body::ForwardEnd { request, parts, data } => {
                 w.u8(BODY_FORWARD_END).u64(*request).u32(*parts).bytes(data);
             }
-            Body::ForwardRefused { request } => {
-                w.u8(BODY_FORWARD_REFUSED).u64(*request);
+            Body::ForwardRefused { request, cut_off } => {
+                w.u8(BODY_FORWARD_REFUSED).u64(*request).bool(*cut_off);
             }
             Body::Join(info) => {
                 w.u8(BODY_JOIN);
@@ -318,7 +320,7 @@ impl Message {
                 Body::ForwardPart { request: r.u64()?, upload: r.u64()?, part: r.u32()?, data: r.bytes()? }
             }
             BODY_FORWARD_END => Body::ForwardEnd { request: r.u64()?, parts: r.u32()?, data: r.bytes()? },
-            BODY_FORWARD_REFUSED => Body::ForwardRefused { request: r.u64()? },
+            BODY_FORWARD_REFUSED => Body::ForwardRefused { request: r.u64()?, cut_off: r.bool()? },
             BODY_JOIN => Body::Join(MemberInfo::decode(&mut r)?),
             BODY_LEAVE => Body::Leave,
             BODY_REMOVED => Body::Removed,
