@@ -2,6 +2,7 @@ use super::*;
 use crate::cache::load_or_create_member_id;
 use crate::types::DeliveredKind;
 use std::path::Path;
+use std::sync::atomic::AtomicU32;
 
 /// Node tests run one at a time: the one with a writeset at the limit takes the machine
 /// for a while, and the others' short timeouts would then see members fall silent.
@@ -10,8 +11,22 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     NODE_TESTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A port free now, below Linux's ephemeral range (32768 up): a port 0 bind of a test beside
+/// this one, or the local end of a connection (this test's own nodes dialing each other),
+/// would otherwise take it before its node listens (seen once: a node of a three-node test
+/// failed to start). Above the ports mtr runs take here (`lockstep_cluster::ports`).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const START: u32 = 23_000;
+    const LEN: u32 = 9_700;
+    let base = std::process::id() % LEN;
+    for _ in 0..LEN {
+        let port = (START + (base + NEXT.fetch_add(1, Ordering::Relaxed) % LEN) % LEN) as u16;
+        if std::net::TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {START}..{}", START + LEN)
 }
 
 fn temp_dir(name: &str) -> PathBuf {
