@@ -109,12 +109,18 @@ impl Provider {
             };
             Genesis::new(history.0, position.seqno.max(0) as u64)
         });
+        // Asked for any port (`ist.recv_addr=…:0`): donors are told the one it took.
+        let bound_ist_port = receiver.as_ref().and_then(|r| r.local_addr().ok()).map(|a| a.port());
+        let ist_addr = match (addresses.ist_advertised.strip_suffix(":0"), bound_ist_port) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            _ => addresses.ist_advertised.clone(),
+        };
         let generation = self.with_core(|core| {
             core.open(Opening {
                 me,
                 member: member_uuid(me, incarnation),
                 bootstrap_history: genesis.map(|g| Uuid(g.history)),
-                ist_addr: addresses.ist_advertised.clone(),
+                ist_addr,
                 donors: donors.to_string(),
                 checkpoint,
             })

@@ -485,15 +485,10 @@ fn a_streaming_transaction_is_aborted_even_behind_its_own_earlier_fragment() {
     assert_eq!(node.last_committed(), meta.gtid.seqno);
 }
 
-/// A free TCP port on the loopback.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Options for a node of a cluster of several: the address its peers reach it at (a node
-/// listening on port 0 would tell them port 0), and its state-transfer receiver.
+/// Options for a node of a cluster of several: any free ports for its group traffic and its
+/// state-transfer receiver; its peers and donors are told the ones it took.
 fn reachable() -> String {
-    format!("gmcast.listen_addr=tcp://127.0.0.1:{};ist.recv_addr=127.0.0.1:{}", free_port(), free_port())
+    "gmcast.listen_addr=tcp://127.0.0.1:0;ist.recv_addr=127.0.0.1:0".to_owned()
 }
 
 /// A one-node cluster that others can join.
@@ -575,4 +570,17 @@ fn the_groups_threads_start_with_gcomm_thread_prio_and_one_refused_fails_the_con
     refused.server.refuse_schedule.store(true, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(refused.provider.connect("test", "gcomm://", "", true), Status::NodeFail);
     assert_eq!(refused.server.calls(), ["schedule fifo:1 on lockstep-prio-check"], "no group started");
+}
+
+/// Nodes asked for any ports (`reachable`): the donor reaches the joiner on the group port it
+/// took (the joiner's request arrives), and the joiner's state request names the port its
+/// transfer receiver took.
+#[test]
+fn a_node_on_any_ports_tells_its_peers_and_donors_the_ones_it_took() {
+    let donor = first_of_several("any-port-donor");
+    let (joiner, _applier) = joiner_of(&donor, "any-port-joiner", Ok(SST_REQUEST.to_vec()));
+    donor.wait_for(|calls| calls.iter().any(|c| c.starts_with("sst_donate")));
+    let ist_addr = joiner.provider.lock_core().connection().expect("connected").ist_addr.clone();
+    let port: u16 = ist_addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).expect("host:port");
+    assert!(ist_addr.starts_with("127.0.0.1:") && port != 0, "{ist_addr}");
 }
