@@ -8,7 +8,7 @@
 
 use crate::cache::{Entry, LogStore, Payload};
 use crate::config::GroupConfig;
-use crate::message::{Body, Message, Relay, RelayPart};
+use crate::message::{Body, Message, Relay, RelayPart, RELAY_REFERENCED_LIMIT_BYTES};
 use crate::parts::{Assembly, Next, Upload};
 use crate::raft::{Action, Consensus, EntryKind, Membership, Position, RaftMessage, Role};
 use crate::rng::Rng;
@@ -1062,7 +1062,16 @@ impl<S: LogStore> Member<S> {
             let mut pool = Vec::new();
             let mut pooled: BTreeMap<u64, u32> = BTreeMap::new();
             let mut parts = Vec::new();
+            let mut referenced = 0u64;
             for &i in indices {
+                let Some((_, Message { body: Body::Raft { payloads, .. }, .. })) = &slots[i] else {
+                    unreachable!("chosen above")
+                };
+                // Past what a relay may refer to, the rest go directly.
+                referenced += payloads.iter().map(|p| p.len() as u64).sum::<u64>();
+                if referenced > RELAY_REFERENCED_LIMIT_BYTES {
+                    break;
+                }
                 let (to, message) = slots[i].take().expect("each message once");
                 let Body::Raft { message: raft, payloads, call } = message.body else { unreachable!("chosen above") };
                 let commands = raft.entries().into_iter().filter(|(_, kind)| *kind == EntryKind::Command);
@@ -1098,12 +1107,14 @@ impl<S: LogStore> Member<S> {
     /// is ours; the parts of our segment's other members are handed on.
     fn receive_relay(&mut self, relay: Message) {
         let from = relay.from;
-        for (to, message) in relay.relayed_parts() {
-            if to == self.info.id {
-                self.receive(message);
-            } else if to != from && self.segment_of(to) == Some(self.info.segment) {
-                let relayed = self.envelope(Body::Relayed(Box::new(message)));
-                self.outbox.push((to, relayed));
+        let Body::Relay(Relay { parts, .. }) = &relay.body else { return };
+        // Each part is made whole only if it is for us or ours to hand on.
+        for part in parts {
+            if part.to == self.info.id {
+                self.receive(relay.relayed_part(part));
+            } else if part.to != from && self.segment_of(part.to) == Some(self.info.segment) {
+                let relayed = self.envelope(Body::Relayed(Box::new(relay.relayed_part(part))));
+                self.outbox.push((part.to, relayed));
             }
         }
     }

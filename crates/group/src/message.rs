@@ -5,6 +5,7 @@ use crate::codec::{DecodeError, Reader, Writer};
 use crate::raft::{Position, RaftMessage};
 use crate::state::AppliedState;
 use crate::types::{MemberId, MemberInfo};
+use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
@@ -44,12 +45,19 @@ pub struct RelayPart {
     pub call: u64,
 }
 
+/// Most payload bytes the parts of one relay may refer to, counting a payload once per part
+/// that refers to it: what its receiver may copy out of it. The pool itself fits in a record,
+/// and so does each part; without a bound, a small relay whose parts all refer to a big
+/// payload would make its receiver copy it without end. The sender keeps to it
+/// (`Member::relay_into_segments`), the decoder refuses a relay beyond it.
+pub const RELAY_REFERENCED_LIMIT_BYTES: u64 = 4 * crate::config::RECORD_LIMIT_BYTES as u64;
+
 impl Message {
-    /// The parts of this relay message as the messages their sender addressed to each
-    /// member: this envelope around each part's Raft message, its payloads back in place.
-    pub fn relayed_parts(&self) -> Vec<(MemberId, Message)> {
-        let Body::Relay(relay) = &self.body else { return Vec::new() };
-        let part_message = |part: &RelayPart| Message {
+    /// A part of this relay message as the message its sender addressed to `part.to`: this
+    /// envelope around the part's Raft message, its payloads back in place.
+    pub fn relayed_part(&self, part: &RelayPart) -> Message {
+        let Body::Relay(relay) = &self.body else { unreachable!("a part of this relay") };
+        Message {
             body: Body::Raft {
                 message: part.message.clone(),
                 payloads: part.payloads.iter().map(|&i| relay.pool[i as usize].clone()).collect(),
@@ -57,8 +65,7 @@ impl Message {
             },
             queue_table: self.queue_table.clone(),
             ..*self
-        };
-        relay.parts.iter().map(|part| (part.to, part_message(part))).collect()
+        }
     }
 }
 
@@ -297,13 +304,14 @@ impl Message {
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(bytes);
-        let from = MemberId(r.u64()?);
+        let from = MemberId::decode(&mut r)?;
         let group = r.u64()?;
         let term = r.u64()?;
         let recv_queue = r.u32()?;
         let leader_primary = r.bool()?;
         let n = r.len(12)?;
-        let queue_table = (0..n).map(|_| Ok((MemberId(r.u64()?), r.u32()?))).collect::<Result<_, DecodeError>>()?;
+        let queue_table =
+            (0..n).map(|_| Ok((MemberId::decode(&mut r)?, r.u32()?))).collect::<Result<_, DecodeError>>()?;
         let body = match r.u8()? {
             BODY_RAFT => {
                 let message = RaftMessage::decode(&mut r)?;
@@ -335,16 +343,26 @@ impl Message {
             }
             BODY_PROBE => Body::Probe,
             BODY_STALE => Body::Stale,
-            BODY_CAMPAIGN => Body::Campaign { heir: MemberId(r.u64()?) },
+            BODY_CAMPAIGN => Body::Campaign { heir: MemberId::decode(&mut r)? },
             BODY_RELAY => {
                 let pool: Vec<Vec<u8>> = (0..r.len(4)?).map(|_| r.bytes()).collect::<Result<_, _>>()?;
                 let n = r.len(16)?;
                 let mut parts = Vec::new();
+                let mut referenced = 0u64;
                 for _ in 0..n {
-                    let to = MemberId(r.u64()?);
+                    let to = MemberId::decode(&mut r)?;
                     let payloads: Vec<u32> = (0..r.len(4)?).map(|_| r.u32()).collect::<Result<_, _>>()?;
-                    if payloads.iter().any(|&i| i as usize >= pool.len()) {
-                        return Err(DecodeError("relayed payload outside the pool"));
+                    let mut distinct = BTreeSet::new();
+                    for &i in &payloads {
+                        let payload = pool.get(i as usize).ok_or(DecodeError("relayed payload outside the pool"))?;
+                        // A part is one Raft message: each of its entries once.
+                        if !distinct.insert(i) {
+                            return Err(DecodeError("a relayed part names a payload twice"));
+                        }
+                        referenced += payload.len() as u64;
+                    }
+                    if referenced > RELAY_REFERENCED_LIMIT_BYTES {
+                        return Err(DecodeError("relayed parts refer to more bytes than a relay may"));
                     }
                     let message = RaftMessage::decode(&mut r)?;
                     parts.push(RelayPart { to, message, payloads, call: r.u64()? });
@@ -418,5 +436,49 @@ mod tests {
             }
         }
         assert!(refused > 0 && accepted > 0, "refused {refused}, accepted {accepted}");
+    }
+
+    fn envelope(from: MemberId, body: Body) -> Message {
+        Message { from, group: 0, term: 1, recv_queue: 0, leader_primary: false, queue_table: Vec::new(), body }
+    }
+
+    fn relay(pool: Vec<Vec<u8>>, parts: Vec<Vec<u32>>) -> Message {
+        let parts = parts
+            .into_iter()
+            .map(|payloads| RelayPart {
+                to: MemberId(2),
+                message: RaftMessage::term_notice(MemberId(1), 1),
+                payloads,
+                call: 0,
+            })
+            .collect();
+        envelope(MemberId(1), Body::Relay(Relay { pool, parts }))
+    }
+
+    #[test]
+    fn a_relay_whose_parts_would_copy_a_payload_without_end_is_refused() {
+        let big = vec![7u8; 1 << 20];
+        let fits = (RELAY_REFERENCED_LIMIT_BYTES / big.len() as u64) as usize;
+        let within = relay(vec![big.clone()], vec![vec![0]; fits]);
+        assert_eq!(Message::decode(&within.encode()).unwrap(), within);
+        let beyond = relay(vec![big.clone()], vec![vec![0]; fits + 1]);
+        assert!(Message::decode(&beyond.encode()).is_err(), "one part more than a relay may refer to");
+        let twice = relay(vec![big, vec![1]], vec![vec![1, 0, 1]]);
+        assert!(Message::decode(&twice.encode()).is_err(), "a part naming a payload twice");
+    }
+
+    #[test]
+    fn a_peer_naming_a_shadow_vote_or_no_member_is_refused() {
+        let shadow = MemberId((1 << 63) | 5);
+        for bad in [shadow, MemberId(0)] {
+            assert!(Message::decode(&envelope(bad, Body::Probe).encode()).is_err(), "sender {bad}");
+            assert!(Message::decode(&envelope(MemberId(1), Body::Campaign { heir: bad }).encode()).is_err());
+            let table = Message { queue_table: vec![(bad, 3)], ..envelope(MemberId(1), Body::Probe) };
+            assert!(Message::decode(&table.encode()).is_err());
+        }
+        let hello = crate::transport::Hello { protocol: 1, cluster_name: "c".into(), member: shadow };
+        let record = hello.encode();
+        let (_, body, _) = crate::record::decode(&record, 4096).unwrap();
+        assert!(crate::transport::Hello::decode(body).is_err());
     }
 }

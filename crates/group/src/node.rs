@@ -819,8 +819,10 @@ impl Driver {
     fn handle(&mut self, event: Event) {
         match event {
             Event::Incoming(message) => {
-                if let Body::Join(info) = &message.body {
-                    self.transport.set_address(info.id, &info.address);
+                // Only a member's own request says where it listens.
+                match &message.body {
+                    Body::Join(info) if info.id == message.from => self.transport.set_address(info.id, &info.address),
+                    _ => {}
                 }
                 self.member.receive(*message);
             }

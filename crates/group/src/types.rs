@@ -49,6 +49,19 @@ pub fn time_ordered_id() -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MemberId(pub u64);
 
+impl MemberId {
+    /// A member id read from a peer or a file: non-zero and below 2^63. Ids at or above
+    /// 2^63 name a member's extra votes inside Raft (crate::raft); a peer that names one
+    /// is refused here, not left to stop the member's Raft state.
+    pub(crate) fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        let id = r.u64()?;
+        if id == 0 || id >= 1 << 63 {
+            return Err(DecodeError("member id out of range"));
+        }
+        Ok(Self(id))
+    }
+}
+
 impl fmt::Display for MemberId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "m{}", self.0)
@@ -85,13 +98,8 @@ impl MemberInfo {
         w.u8(u8::from(self.arbitrator)).u8(self.weight).u8(self.segment);
     }
     pub(crate) fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
-        let id = r.u64()?;
-        // Ids at or above 2^63 name a member's extra votes inside Raft (crate::raft).
-        if id == 0 || id >= 1 << 63 {
-            return Err(DecodeError("member id out of range"));
-        }
         Ok(Self {
-            id: MemberId(id),
+            id: MemberId::decode(r)?,
             name: r.str()?,
             address: r.str()?,
             incoming_address: r.str()?,

@@ -278,7 +278,8 @@ impl Writeset {
     }
 
     pub fn byte_len(&self) -> usize {
-        self.data.len() + self.key_bytes
+        // `key_bytes` is read from the wire.
+        self.data.len().saturating_add(self.key_bytes)
     }
 }
 

@@ -41,6 +41,9 @@ pub const HELLO_LIMIT_BYTES: u32 = 4096;
 /// Accepted connections still in their handshake; more are closed at once.
 pub const MAX_UNAUTHENTICATED: usize = 32;
 
+/// What a record's body takes at first; it grows as the body arrives.
+const BODY_FIRST_ALLOCATION: usize = 1 << 20;
+
 /// The first record on a connection, in both directions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello {
@@ -58,7 +61,7 @@ impl Hello {
 
     pub fn decode(body: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(body);
-        let hello = Self { protocol: r.u32()?, cluster_name: r.str()?, member: MemberId(r.u64()?) };
+        let hello = Self { protocol: r.u32()?, cluster_name: r.str()?, member: MemberId::decode(&mut r)? };
         r.finish()?;
         Ok(hello)
     }
@@ -132,8 +135,14 @@ pub fn read_record(stream: &mut impl Read, limit_bytes: u32) -> Result<(RecordKi
     let mut header = [0u8; record::HEADER_BYTES];
     stream.read_exact(&mut header)?;
     let header = record::decode_header(&header, limit_bytes)?;
-    let mut body = vec![0u8; header.body_bytes as usize];
-    stream.read_exact(&mut body)?;
+    // Memory as the bytes arrive, not as the header announces: a peer that announces a body
+    // at the limit and sends nothing holds a megabyte, not the limit.
+    let announced = header.body_bytes as usize;
+    let mut body = Vec::with_capacity(announced.min(BODY_FIRST_ALLOCATION));
+    stream.take(u64::from(header.body_bytes)).read_to_end(&mut body)?;
+    if body.len() < announced {
+        return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+    }
     record::check_body(&header, &body)?;
     Ok((header.kind, body))
 }
@@ -181,5 +190,36 @@ impl Read for Bounded<'_> {
         }
         self.stream.tcp().set_read_timeout(Some(left))?;
         self.stream.read(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hands out what it holds, then ends, and remembers the largest buffer it was given.
+    struct Short {
+        bytes: Vec<u8>,
+        largest_buffer: usize,
+    }
+
+    impl Read for Short {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.largest_buffer = self.largest_buffer.max(buf.len());
+            let n = buf.len().min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes.drain(..n);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_record_that_ends_before_its_announced_body_is_refused_without_taking_the_announced_memory() {
+        let whole = record::encode(RecordKind::Message, &vec![3u8; 16 << 20]);
+        let mut short = Short { bytes: whole[..record::HEADER_BYTES + 100].to_vec(), largest_buffer: 0 };
+        assert!(matches!(read_record(&mut short, 32 << 20), Err(TransportError::Io(_))));
+        assert!(short.largest_buffer <= BODY_FIRST_ALLOCATION, "{}", short.largest_buffer);
+        let mut full = Short { bytes: whole, largest_buffer: 0 };
+        assert_eq!(read_record(&mut full, 32 << 20).unwrap().1, vec![3u8; 16 << 20]);
     }
 }

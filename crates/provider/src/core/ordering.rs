@@ -617,7 +617,9 @@ impl<W: Clone + PartialEq> Core<W> {
         if let Verdict::Pass { depends_on } = verdict {
             c.certified += 1;
             c.deps_distance_sum += seqno - depends_on;
-            c.interval_sum += seqno - ws.last_seen - 1;
+            // `last_seen` comes from the origin's writeset: a hostile one skews a figure, no more.
+            let interval = seqno.saturating_sub(ws.last_seen.min(seqno)).saturating_sub(1).max(0);
+            c.interval_sum = c.interval_sum.saturating_add(interval);
         }
         let local_id = ws.local_id;
         if ws.source.node == self.member() && ws.flags & flags::ROLLBACK != 0 {
