@@ -69,6 +69,19 @@ pub struct GroupConfig {
     pub thread_start: ThreadStart,
 }
 
+/// What a running member takes again when the provider options change (`SET GLOBAL
+/// wsrep_provider_options`). Each is read where it is used, so a change counts from then on;
+/// the rest of [`GroupConfig`] is fixed when the member starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// `evs.suspect_timeout`.
+    pub suspect_timeout_ms: u64,
+    /// `repl.max_ws_size`.
+    pub max_writeset_bytes: u32,
+    /// `gcs.recv_q_hard_limit`.
+    pub recv_queue_bytes_limit: usize,
+}
+
 /// What every thread of the group layer runs before its work: the provider gives them the
 /// scheduling policy `gcomm.thread_prio` asks for, as Galera gives its gcomm thread. Nothing
 /// by default.
@@ -124,6 +137,14 @@ impl GroupConfig {
             compress: false,
             thread_start: ThreadStart::default(),
         }
+    }
+
+    /// Takes `tuning`. The suspect timeout stays at least the longest election timeout: a
+    /// member must not give up on a leader before the others could have elected another.
+    pub fn tune(&mut self, tuning: Tuning) {
+        self.suspect_timeout_ms = tuning.suspect_timeout_ms.max(self.election_timeout_max_ms);
+        self.max_writeset_bytes = tuning.max_writeset_bytes;
+        self.recv_queue_bytes_limit = tuning.recv_queue_bytes_limit;
     }
 
     /// Largest writeset `submit` accepts.

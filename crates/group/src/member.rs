@@ -7,7 +7,7 @@
 //! committed entries. Outputs: `take_outbox`, `pop_delivered`, `take_completions`.
 
 use crate::cache::{Entry, LogStore, Payload};
-use crate::config::GroupConfig;
+use crate::config::{GroupConfig, Tuning};
 use crate::message::{Body, Message, Relay, RelayPart, RELAY_REFERENCED_LIMIT_BYTES};
 use crate::parts::{Assembly, Next, Upload};
 use crate::raft::{Action, Consensus, EntryKind, Membership, Position, RaftMessage, Role};
@@ -1477,6 +1477,11 @@ impl<S: LogStore> Member<S> {
             self.quorum_lost_ms = None;
             self.bootstrap_primary();
         }
+    }
+
+    /// Provider options changed at runtime: see [`Tuning`].
+    pub fn tune(&mut self, tuning: Tuning) {
+        self.config.tune(tuning);
     }
 
     /// `pc.ignore_sb` / `pc.ignore_quorum` changed at runtime.
@@ -3081,6 +3086,33 @@ mod tests {
         for (_, message) in follower.take_outbox() {
             leader.receive(message);
         }
+    }
+
+    #[test]
+    fn limits_and_the_suspect_timeout_tuned_at_runtime_count_from_then_on() {
+        let (mut leader, _silent, mut now) = two_members();
+        let tuning = Tuning { suspect_timeout_ms: 20_000, max_writeset_bytes: 100, recv_queue_bytes_limit: 1 << 20 };
+        leader.tune(tuning);
+        assert_eq!(leader.submit(vec![1; 200]), Err(SubmitError::TooLarge));
+        leader.tune(Tuning { max_writeset_bytes: 300, ..tuning });
+        assert!(leader.submit(vec![1; 200]).is_ok());
+        // The follower goes silent: the leader keeps its primary component for the longer
+        // timeout, then gives it up soon after the default one is back.
+        let mut alone = |leader: &mut Member<MemoryStore>, ms: u64| {
+            for _ in 0..ms / 10 {
+                leader.tick(now);
+                leader.flush();
+                leader.take_outbox();
+                now += 10;
+            }
+        };
+        alone(&mut leader, 10_000);
+        assert!(leader.status().primary, "10 s of silence, within the 20 s tuned");
+        leader.tune(Tuning { suspect_timeout_ms: 5_000, ..tuning });
+        alone(&mut leader, 1_000);
+        assert!(!leader.status().primary, "past the 5 s tuned back");
+        leader.tune(Tuning { suspect_timeout_ms: 0, ..tuning });
+        assert_eq!(leader.config().suspect_timeout_ms, leader.config().election_timeout_max_ms, "never below it");
     }
 
     #[test]

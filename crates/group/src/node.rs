@@ -12,10 +12,10 @@
 //! closes. Nothing waits forever on work nobody will do.
 
 use crate::cache::{FileStore, LogStore};
-use crate::config::{GroupConfig, ThreadStart};
+use crate::config::{GroupConfig, ThreadStart, Tuning};
 use crate::member::{CacheRead, Member, Status};
 use crate::message::{Body, Message};
-use crate::transport::{Inbound, Tls, TlsError, Transport};
+use crate::transport::{Inbound, Tls, TlsConfig, TlsError, Transport};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
@@ -182,6 +182,7 @@ enum Event {
     BootstrapPrimary,
     IgnoreSplitBrain(bool),
     Weight(u8),
+    Tune(Tuning),
 }
 
 /// The member and its queue of inputs, shared by every thread that has work for it.
@@ -581,12 +582,18 @@ impl GroupNode {
         self.input(Event::IgnoreSplitBrain(on));
     }
 
+    /// Provider options changed at runtime: see [`Tuning`].
+    pub fn tune(&self, tuning: Tuning) {
+        self.input(Event::Tune(tuning));
+    }
+
     /// `pc.weight` set at runtime: the member joins again with it, which makes a new view
     /// (a weight change is a membership event in Galera too). Waits up to `timeout` for the
     /// voters to follow, so the new quorum is in force when this returns `true`.
     pub fn set_weight(&self, weight: u8, timeout: Duration) -> bool {
         self.input(Event::Weight(weight));
-        let deadline = Instant::now() + timeout;
+        // None: no deadline this side of the clock's end (`evs.suspect_timeout` may be centuries).
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             let status = self.status();
             let mine = status.view.members.iter().find(|m| m.id == status.id);
@@ -594,7 +601,7 @@ impl GroupNode {
             if settled || status.failed.is_some() {
                 return settled;
             }
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return false;
             }
             thread::sleep(Duration::from_millis(5));
@@ -615,13 +622,15 @@ impl GroupNode {
         self.tls.as_ref()
     }
 
-    /// Galera's `socket.ssl_reload`: re-reads the certificate, key and CA files for the
-    /// connections opened from now on; open ones keep theirs. On error the old files stay in
-    /// use. Returns false when the node runs without TLS (nothing to reload).
-    pub fn reload_tls(&self) -> Result<bool, TlsError> {
+    /// Galera's `socket.ssl_reload`: reads the certificate, key and CA files `config` names
+    /// (the options as they are now) for the connections opened from now on; open ones keep
+    /// theirs. On error the old files stay in use. Returns false when the node runs without
+    /// TLS (nothing to reload).
+    pub fn reload_tls(&self, config: TlsConfig) -> Result<bool, TlsError> {
         let Some(tls) = &self.tls else { return Ok(false) };
-        tls.reload()?;
-        log::info!("{}: TLS certificates reloaded from {}", self.status().id, tls.config().cert.display());
+        let cert = config.cert.display().to_string();
+        tls.reload(config)?;
+        log::info!("{}: TLS certificates reloaded from {cert}", self.status().id);
         Ok(true)
     }
 }
@@ -857,6 +866,7 @@ impl Driver {
             Event::BootstrapPrimary => self.member.bootstrap_primary(),
             Event::IgnoreSplitBrain(on) => self.member.set_ignore_split_brain(on),
             Event::Weight(weight) => self.member.set_weight(weight),
+            Event::Tune(tuning) => self.member.tune(tuning),
             #[cfg(test)]
             Event::Panic => panic!("injected by a test"),
         }

@@ -77,7 +77,7 @@ impl GroupAddresses {
         })?;
         let base_port: u16 =
             s.base_port.parse().map_err(|_| AddressError(format!("invalid base_port '{}'", s.base_port)))?;
-        // Anything after '?' is a Galera option list; the provider options carry ours.
+        // Options after '?': `address_options`, applied before the addresses are resolved.
         let list = list.split('?').next().unwrap_or("");
         let peers = list
             .split(',')
@@ -123,6 +123,14 @@ impl GroupAddresses {
     }
 }
 
+/// Galera options in the cluster address after `?`, separated by `&`
+/// (`gcomm://a,b?gmcast.segment=1&pc.wait_prim=no`, as MariaDB documents it), as the
+/// `key=value; ...` text `Options::apply` takes: they count as if given in
+/// `wsrep_provider_options`. Empty without any.
+pub fn address_options(cluster_url: &str) -> String {
+    cluster_url.split_once('?').map_or_else(String::new, |(_, options)| options.replace('&', ";"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +173,15 @@ mod tests {
 
         let a = GroupAddresses::resolve(&settings("gcomm://a?pc.wait_prim=no", "[::1]:4444", "")).unwrap();
         assert_eq!((a.peers[0].as_str(), a.listen.as_str()), ("a:4567", "[::1]:4567"));
+    }
+
+    #[test]
+    fn options_after_the_question_mark_become_provider_options() {
+        let url = "gcomm://a,b?pc.wait_prim=no&gmcast.segment=1";
+        assert_eq!(address_options(url), "pc.wait_prim=no;gmcast.segment=1");
+        assert_eq!(GroupAddresses::resolve(&settings(url, "10.0.0.1", "")).unwrap().peers, ["a:4567", "b:4567"]);
+        assert_eq!(address_options("gcomm://a,b"), "");
+        assert_eq!(address_options("gcomm://"), "");
     }
 
     #[test]

@@ -52,6 +52,8 @@ impl Arbitrator {
         }
         let mut options = Options::new(&NodeSite { data_dir: "", node_address: "" });
         options.apply(&settings.options).map_err(|e| e.to_string())?;
+        let from_address = crate::addresses::address_options(&settings.address);
+        options.apply(&from_address).map_err(|e| format!("cluster address '{}': {e}", settings.address))?;
         let addresses = GroupAddresses::resolve(&AddressSettings {
             cluster_url: &settings.address,
             node_address: "",
@@ -257,5 +259,13 @@ mod tests {
         let ours = format!("lockstep-arbitrator-{}-", std::process::id());
         let left = std::fs::read_dir(std::env::temp_dir()).unwrap().flatten();
         assert!(!left.into_iter().any(|e| e.file_name().to_string_lossy().starts_with(&ours)), "a directory left");
+    }
+
+    #[test]
+    fn a_bad_option_in_the_arbitrators_cluster_address_fails_its_start() {
+        let in_address =
+            ArbitratorSettings { address: "gcomm://127.0.0.1:9?gmcast.segment=256".into(), ..settings("", scheduled) };
+        let err = Arbitrator::start(&in_address).err().expect("refused");
+        assert!(err.contains("cluster address") && err.contains("gmcast.segment"), "{err}");
     }
 }

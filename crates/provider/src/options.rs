@@ -24,7 +24,7 @@ enum Kind {
     },
     /// Bytes, with an optional K/M/G/T suffix.
     Size,
-    /// ISO 8601 duration such as `PT30S` or `P1D`.
+    /// ISO 8601 duration such as `PT30S` or `P1D`, or seconds (`1.5`); at most [`MAX_PERIOD`].
     Period,
     /// A thread scheduling policy and priority, `other:0`, `fifo:N` or `rr:N` (N 1-99);
     /// empty for the system's default.
@@ -52,16 +52,39 @@ const fn trigger(name: &'static str, kind: Kind) -> Spec {
     Spec { name, kind, default: "", hidden: true, trigger: true }
 }
 
-/// Options the running node cannot change: `gcomm.thread_prio` is given to the group's
-/// threads as they start.
-const START_ONLY: &[&str] = &["gcomm.thread_prio"];
+/// Options the running node cannot change, as Galera refuses them: each is read only when
+/// the node starts or connects (addresses, the cache, the TLS switch, the group threads'
+/// scheduling, ...); a change would be echoed but not used. `repl.commit_order` and
+/// `gcache.name`, not acted on, are refused as Galera refuses them. The certificate options
+/// may change: `socket.ssl_reload` reads the files they name then.
+const START_ONLY: &[&str] = &[
+    "base_dir",
+    "base_host",
+    "base_port",
+    "gcache.dir",
+    "gcache.name",
+    "gcache.size",
+    "gcache.sync",
+    "gcomm.thread_prio",
+    "gmcast.listen_addr",
+    "gmcast.segment",
+    "ist.recv_addr",
+    "ist.recv_bind",
+    "repl.commit_order",
+    "socket.compression",
+    "socket.ssl",
+];
+
+/// The longest period an option takes: Galera keeps periods as i64 nanoseconds (about 292
+/// years), and ours must not overflow where a deadline or a sum of milliseconds is made of one.
+pub const MAX_PERIOD: Duration = Duration::from_nanos(i64::MAX as u64);
 
 /// Defaults that depend on the node (`base_*`, directories, listen addresses) are filled in
 /// by [`Options::new`]; `""` here means "derived".
 const SPECS: &[Spec] = &[
     opt("base_dir", Kind::Text, ""),
     opt("base_host", Kind::Text, ""),
-    opt("base_port", Kind::Integer, "4567"),
+    opt("base_port", Kind::Within(1, 65535), "4567"),
     opt("cert.log_conflicts", Kind::Bool, "no"),
     opt("cert.optimistic_pa", Kind::Bool, "yes"),
     opt("debug", Kind::Bool, "no"),
@@ -97,7 +120,8 @@ const SPECS: &[Spec] = &[
     opt("gcomm.thread_prio", Kind::Schedule, ""),
     opt("gcs.fc_debug", Kind::Integer, "0"),
     opt("gcs.fc_factor", Kind::Share { to_one: true }, "1.0"),
-    opt("gcs.fc_limit", Kind::Integer, "16"),
+    // Above 0 as Galera requires: 0 would stop every writer.
+    opt("gcs.fc_limit", Kind::Within(1, i64::MAX), "16"),
     opt("gcs.fc_master_slave", Kind::Bool, "no"),
     opt("gcs.fc_single_primary", Kind::Bool, "no"),
     opt("gcs.max_packet_size", Kind::Integer, "64500"),
@@ -130,7 +154,7 @@ const SPECS: &[Spec] = &[
     // fragment or a big writeset. See docs/design/applier-priority.md.
     opt("repl.applier_boost", Kind::Within(0, 20), "10"),
     opt("repl.causal_read_timeout", Kind::Period, "PT30S"),
-    opt("repl.commit_order", Kind::Integer, "3"),
+    opt("repl.commit_order", Kind::Within(0, 3), "3"),
     opt("repl.key_format", Kind::Text, "FLAT8"),
     opt("repl.max_ws_size", Kind::Size, "2147483647"),
     opt("repl.proto_max", Kind::Integer, "11"),
@@ -210,7 +234,7 @@ impl Options {
     }
 
     /// The same for `SET GLOBAL wsrep_provider_options`: a change to an option of
-    /// `START_ONLY` is refused, as Galera refuses it; its current value again passes.
+    /// [`START_ONLY`] is refused, as Galera refuses it; its current value again passes.
     pub fn apply_at_runtime(&mut self, text: &str) -> Result<(), OptionError> {
         self.apply_with(text, true)
     }
@@ -232,7 +256,7 @@ impl Options {
             // Its own value again is no change (a saved `@@wsrep_provider_options` restored whole).
             if runtime && START_ONLY.contains(&spec.name) && !self.holds(spec, value) {
                 return Err(OptionError(format!(
-                    "'{key}' cannot be changed at runtime: it is read when the node connects"
+                    "'{key}' cannot be changed at runtime: it is read when the node starts or connects"
                 )));
             }
             if spec.trigger {
@@ -253,6 +277,9 @@ impl Options {
         let current = self.get(spec.name);
         match spec.kind {
             Kind::Schedule => parse_schedule(value) == parse_schedule(current),
+            Kind::Bool => parse_bool(value) == parse_bool(current),
+            Kind::Integer | Kind::Within(..) => value.parse::<i64>().ok() == current.parse().ok(),
+            Kind::Size => parse_size(value) == parse_size(current),
             _ => value == current,
         }
     }
@@ -285,6 +312,7 @@ impl Options {
         self.get(key).parse().unwrap_or(0)
     }
 
+    /// A size option's value (`u64::MAX` for one that does not parse, which `apply` refuses).
     pub fn size(&self, key: &str) -> u64 {
         parse_size(self.get(key)).unwrap_or(u64::MAX)
     }
@@ -343,6 +371,7 @@ fn check_value(kind: Kind, value: &str) -> Result<(), ParseError> {
             Kind::Share { to_one: true } => "a number from 0 to 1".to_owned(),
             Kind::Share { to_one: false } => "a number from 0 to below 1".to_owned(),
             Kind::Schedule => "a scheduling policy and priority: other:0, fifo:1-99 or rr:1-99".to_owned(),
+            Kind::Period => "a period of at most 292 years: ISO 8601 such as PT30S or P1D, or seconds".to_owned(),
             kind => format!("a valid {kind:?}").to_lowercase(),
         };
         Err(ParseError(format!("'{value}' is not {expected}")))
@@ -392,32 +421,44 @@ pub fn parse_size(value: &str) -> Option<u64> {
     digits.parse::<u64>().ok()?.checked_mul(1u64 << shift)
 }
 
-/// ISO 8601 durations as Galera writes them: `P[nD][T[nH][nM][n[.n]S]]`.
+/// A period as Galera reads it: ISO 8601, `P[nY][nM][nD][T[nH][nM][nS]]` (a year is 12
+/// months of 30 days, as Galera counts them), or a plain number of seconds (`10`, `1.5`,
+/// `.5`). `None` for anything else, or longer than [`MAX_PERIOD`].
 pub fn parse_period(value: &str) -> Option<Duration> {
-    let rest = value.trim().strip_prefix('P')?;
-    let (days, time) = match rest.split_once('T') {
-        Some((d, t)) => (d, Some(t)),
-        None => (rest, None),
+    let value = value.trim();
+    let seconds = match value.strip_prefix('P') {
+        Some(rest) => {
+            let (date, time) = match rest.split_once('T') {
+                Some((_, "")) => return None,
+                Some((date, time)) => (date, time),
+                None => (rest, ""),
+            };
+            const DAY: f64 = 86400.0;
+            units(date, &[('Y', 360.0 * DAY), ('M', 30.0 * DAY), ('D', DAY)])?
+                + units(time, &[('H', 3600.0), ('M', 60.0), ('S', 1.0)])?
+        }
+        None => number(value)?,
     };
-    let mut seconds = 0f64;
-    if !days.is_empty() {
-        seconds += days.strip_suffix('D')?.parse::<f64>().ok()? * 86400.0;
-    }
-    if let Some(mut time) = time {
-        if time.is_empty() {
-            return None;
-        }
-        for (unit, scale) in [('H', 3600.0), ('M', 60.0), ('S', 1.0)] {
-            if let Some(i) = time.find(unit) {
-                seconds += time[..i].parse::<f64>().ok()? * scale;
-                time = &time[i + 1..];
-            }
-        }
-        if !time.is_empty() {
-            return None;
+    Duration::try_from_secs_f64(seconds).ok().filter(|d| *d <= MAX_PERIOD)
+}
+
+/// Seconds in `text`, numbers each followed by its unit in the order of `scales`, each unit
+/// at most once (`1D`, `2H30M`; empty is 0).
+fn units(mut text: &str, scales: &[(char, f64)]) -> Option<f64> {
+    let mut seconds = 0.0;
+    for &(unit, scale) in scales {
+        if let Some((n, rest)) = text.split_once(unit) {
+            seconds += number(n)? * scale;
+            text = rest;
         }
     }
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+    text.is_empty().then_some(seconds)
+}
+
+/// A number that is not negative: `10`, `1.5`, `.5`.
+fn number(text: &str) -> Option<f64> {
+    let digits = !text.is_empty() && text.chars().all(|c| c.is_ascii_digit() || c == '.');
+    text.parse::<f64>().ok().filter(|_| digits)
 }
 
 #[cfg(test)]
@@ -503,10 +544,92 @@ mod tests {
         assert_eq!(parse_period("PT0.5S"), Some(Duration::from_millis(500)));
         assert_eq!(parse_period("P1D"), Some(Duration::from_secs(86400)));
         assert_eq!(parse_period("PT1M30S"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_period("30"), None);
+        assert_eq!(
+            parse_period("P1Y2M3DT4H5M6.5S"),
+            Some(Duration::from_secs_f64(((360 + 60 + 3) * 24 + 4) as f64 * 3600.0 + 306.5))
+        );
+        assert_eq!(parse_period("PT1M"), Some(Duration::from_secs(60)), "minutes after T, months before");
+        for bad in ["P1DT", "PT5", "P1S", "PT1S2M", "PT-5S", "P1D2D", "PTS", "5s", "-1", "1e3", "", "."] {
+            assert_eq!(parse_period(bad), None, "{bad}");
+        }
         assert_eq!(parse_size("128M"), Some(128 << 20));
         assert_eq!(parse_size("1024"), Some(1024));
         assert_eq!(parse_size("5X"), None);
+    }
+
+    #[test]
+    fn plain_numbers_are_periods_in_seconds_as_galera_reads_them() {
+        assert_eq!(parse_period("10"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_period("1.5"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_period(" .5 "), Some(Duration::from_millis(500)));
+        let mut o = options();
+        o.apply("evs.suspect_timeout=10").unwrap();
+        assert_eq!(o.period("evs.suspect_timeout"), Duration::from_secs(10));
+        assert!(o.render().contains("evs.suspect_timeout = 10;"), "echoed as given");
+    }
+
+    #[test]
+    fn periods_past_292_years_are_refused_naming_the_option() {
+        assert_eq!(parse_period("P106751D"), Some(Duration::from_secs(106_751 * 86_400)));
+        let mut o = options();
+        o.apply("evs.suspect_timeout=P106751D").unwrap();
+        for huge in ["P106752D", "PT1e20S", "P1000000000000000D", "1e300", &"9".repeat(400)] {
+            let err = o.apply(&format!("evs.suspect_timeout={huge}")).unwrap_err().to_string();
+            assert!(err.contains("'evs.suspect_timeout'") && err.contains("292 years"), "{err}");
+        }
+        assert!(o.period("evs.suspect_timeout") <= MAX_PERIOD);
+    }
+
+    #[test]
+    fn flow_control_limit_and_ports_and_commit_order_are_refused_outside_their_ranges() {
+        let mut o = options();
+        for bad in ["gcs.fc_limit=0", "gcs.fc_limit=-1", "gcs.fc_limit=16M", "base_port=0", "base_port=65536"] {
+            let err = o.apply(bad).unwrap_err().to_string();
+            assert!(err.contains(bad.split('=').next().unwrap()), "{err}");
+        }
+        for bad in ["repl.commit_order=4", "repl.commit_order=-1"] {
+            assert!(o.apply(bad).is_err(), "{bad}");
+        }
+        o.apply("gcs.fc_limit=1; base_port=65535; repl.commit_order=0").unwrap();
+        o.apply("gcs.fc_limit=9223372036854775807").unwrap();
+        assert_eq!(o.integer("gcs.fc_limit"), i64::MAX);
+    }
+
+    #[test]
+    fn options_read_only_at_start_or_connect_are_refused_at_runtime_but_set_at_load() {
+        let changes = [
+            "base_dir=/elsewhere/",
+            "base_host=10.0.0.9",
+            "base_port=5000",
+            "gcache.dir=/elsewhere/",
+            "gcache.name=other.cache",
+            "gcache.size=1G",
+            "gcache.sync=yes",
+            "gmcast.listen_addr=tcp://0.0.0.0:5000",
+            "gmcast.segment=2",
+            "ist.recv_addr=10.0.0.9:5001",
+            "ist.recv_bind=0.0.0.0",
+            "repl.commit_order=2",
+            "socket.compression=yes",
+            "socket.ssl=yes",
+        ];
+        for change in changes {
+            let mut o = options();
+            let before = o.render();
+            let err = o.apply_at_runtime(&format!("gcs.fc_limit=5; {change}")).unwrap_err().to_string();
+            let key = change.split('=').next().unwrap();
+            assert!(err.contains(&format!("'{key}' cannot be changed at runtime")), "{err}");
+            assert_eq!(o.render(), before, "all or nothing");
+            o.apply(change).unwrap();
+        }
+        let mut o = options();
+        o.apply_at_runtime("gcache.size=128M; base_port = 4567; gcache.sync=false; gmcast.segment=00")
+            .expect("their current values, written otherwise");
+        o.apply_at_runtime(&o.render()).expect("the node's own echo, set again");
+        o.apply_at_runtime(
+            "evs.suspect_timeout=PT10S; repl.max_ws_size=1M; gcs.recv_q_hard_limit=1M; socket.ssl_cert=/c.pem; socket.ssl_key=/k.pem; socket.ssl_ca=/ca.pem",
+        )
+        .expect("options the running node takes");
     }
 
     #[test]

@@ -63,41 +63,44 @@ impl fmt::Display for TlsError {
 
 impl std::error::Error for TlsError {}
 
-/// A node's TLS contexts, built from [`TlsConfig`]; [`Tls::reload`] rebuilds them from the
-/// same files for connections opened afterwards.
+/// A node's TLS contexts, built from [`TlsConfig`]; [`Tls::reload`] rebuilds them, from the
+/// files the options name then, for connections opened afterwards.
 pub struct Tls {
-    config: TlsConfig,
     contexts: RwLock<Arc<Contexts>>,
 }
 
 struct Contexts {
+    /// The files they were read from.
+    config: TlsConfig,
     client: Arc<ClientConfig>,
     server: Arc<ServerConfig>,
 }
 
 impl fmt::Debug for Tls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tls").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("Tls").field("config", &self.contexts().config).finish_non_exhaustive()
     }
 }
 
 impl Tls {
     /// Reads the key, certificate and CA files and checks that they fit together.
     pub fn load(config: TlsConfig) -> Result<Tls, TlsError> {
-        let contexts = Contexts::load(&config)?;
-        Ok(Tls { config, contexts: RwLock::new(Arc::new(contexts)) })
+        Ok(Tls { contexts: RwLock::new(Arc::new(Contexts::load(config)?)) })
     }
 
-    /// Galera's `socket.ssl_reload`: reads the files again. Connections opened from now on use
-    /// them; open connections keep the keys they were made with. On error nothing changes.
-    pub fn reload(&self) -> Result<(), TlsError> {
-        let contexts = Contexts::load(&self.config)?;
+    /// Galera's `socket.ssl_reload`: reads the files `config` names, which may be new ones
+    /// (mtr galera_ssl_reload changes `socket.ssl_cert` and `socket.ssl_key`, then reloads).
+    /// Connections opened from now on use them; open connections keep the keys they were made
+    /// with. On error nothing changes.
+    pub fn reload(&self, config: TlsConfig) -> Result<(), TlsError> {
+        let contexts = Contexts::load(config)?;
         *self.contexts.write().expect("not poisoned") = Arc::new(contexts);
         Ok(())
     }
 
-    pub fn config(&self) -> &TlsConfig {
-        &self.config
+    /// The files in use.
+    pub fn config(&self) -> TlsConfig {
+        self.contexts().config.clone()
     }
 
     fn contexts(&self) -> Arc<Contexts> {
@@ -106,7 +109,7 @@ impl Tls {
 }
 
 impl Contexts {
-    fn load(config: &TlsConfig) -> Result<Contexts, TlsError> {
+    fn load(config: TlsConfig) -> Result<Contexts, TlsError> {
         // graviola asserts its CPU features on first use; refuse here instead of panicking later.
         if !graviola::util::is_cpu_supported() {
             return Err(TlsError(
@@ -179,7 +182,7 @@ impl Contexts {
         server.send_tls13_tickets = 0;
         server.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
         client.resumption = rustls::client::Resumption::disabled();
-        Ok(Contexts { client: Arc::new(client), server: Arc::new(server) })
+        Ok(Contexts { config, client: Arc::new(client), server: Arc::new(server) })
     }
 }
 

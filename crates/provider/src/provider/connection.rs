@@ -9,7 +9,7 @@ use crate::checkpoint::Checkpoint;
 use crate::core::{member_uuid, Opening};
 use crate::options::Options;
 use crate::types::{Status, Uuid};
-use lockstep_group::config::ThreadStart;
+use lockstep_group::config::{ThreadStart, Tuning};
 use lockstep_group::{Genesis, GroupConfig, GroupNode, MemberInfo, NodeConfig};
 use std::path::PathBuf;
 use std::sync::mpsc::RecvTimeoutError;
@@ -22,6 +22,21 @@ const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 impl Provider {
     /// `donors`: `wsrep_sst_donor`, the members to ask for state, in order of preference.
     pub fn connect(self: &Arc<Self>, cluster_name: &str, url: &str, donors: &str, bootstrap: bool) -> Status {
+        // Options in the cluster address count as if given at load (`wsrep_provider_options`).
+        let from_address = crate::addresses::address_options(url);
+        if !from_address.is_empty() {
+            let applied = {
+                let mut o = lock(&self.options);
+                o.apply(&from_address).map(|()| super::settings(&o))
+            };
+            match applied {
+                Ok(settings) => self.with_core(|core| core.configure(settings)),
+                Err(e) => {
+                    log::error!("cluster address '{url}': {e}");
+                    return Status::NodeFail;
+                }
+            }
+        }
         let (addresses, mut group_config, cache_dir, tls, sync_log, schedule) = {
             let o = lock(&self.options);
             let settings = AddressSettings {
@@ -369,14 +384,23 @@ pub(crate) fn group_thread_start(
 /// Group timeouts and sizes from the Galera options of the same meaning.
 pub(crate) fn group_config(cluster_name: &str, options: &Options) -> GroupConfig {
     let mut config = GroupConfig::new(cluster_name);
-    let ms = |key: &str| options.period(key).as_millis() as u64;
-    config.suspect_timeout_ms = ms("evs.suspect_timeout").max(config.election_timeout_max_ms);
+    config.tune(tuning(options));
     config.gcache_bytes = options.size("gcache.size").max(1 << 20);
-    config.max_writeset_bytes = max_writeset_bytes(options) as u32;
     config.ignore_split_brain = ignores_split_brain(options);
     config.compress = options.flag("socket.compression");
-    config.recv_queue_bytes_limit = apply_queue_bytes(options) as usize;
     config
+}
+
+/// What the group takes from the options when the node connects, and again when they change
+/// at runtime.
+pub(super) fn tuning(options: &Options) -> Tuning {
+    // At most `options::MAX_PERIOD`, some 9.2e12 ms: no sum of times the member makes with it
+    // overflows.
+    Tuning {
+        suspect_timeout_ms: options.period("evs.suspect_timeout").as_millis() as u64,
+        max_writeset_bytes: max_writeset_bytes(options) as u32,
+        recv_queue_bytes_limit: apply_queue_bytes(options) as usize,
+    }
 }
 
 /// `gcs.recv_q_hard_limit`, at most `APPLY_QUEUE_BYTES`: the bytes waiting in memory to be

@@ -115,7 +115,8 @@ pub struct Provider {
 fn settings(options: &Options) -> Settings {
     Settings {
         flow: FlowSettings {
-            limit: options.size("gcs.fc_limit"),
+            // Checked to be 1 or more when set.
+            limit: options.integer("gcs.fc_limit").max(1) as u64,
             factor: options.get("gcs.fc_factor").parse().unwrap_or(1.0),
             single_primary: options.flag("gcs.fc_single_primary") || options.flag("gcs.fc_master_slave"),
         },
@@ -170,36 +171,35 @@ impl Provider {
         lock(&self.options).render()
     }
 
+    /// `SET GLOBAL wsrep_provider_options`. All or nothing: on error no option changes.
     pub fn options_set(&self, text: &str) -> Result<(), String> {
-        let (settings, ignore_split_brain, isolation, weight, suspect_timeout) = {
+        let triggered = crate::options::triggered(text);
+        let (before, after) = {
             let mut options = lock(&self.options);
-            let isolation_before = options.integer("gmcast.isolate");
-            let weight_before = connection::weight(&options);
-            options.apply_at_runtime(text).map_err(|e| e.to_string())?;
-            let isolation = options.integer("gmcast.isolate");
-            let weight = connection::weight(&options);
-            (
-                settings(&options),
-                connection::ignores_split_brain(&options),
-                (isolation != isolation_before).then_some(isolation),
-                (weight != weight_before).then_some(weight),
-                options.period("evs.suspect_timeout"),
-            )
+            let mut updated = options.clone();
+            updated.apply_at_runtime(text).map_err(|e| e.to_string())?;
+            if triggered.contains(&"socket.ssl_reload") {
+                // Before the statement's options are kept: a reload that fails leaves them all.
+                self.reload_tls(&updated)?;
+            }
+            (std::mem::replace(&mut *options, updated.clone()), updated)
         };
-        self.with_core(|core| core.configure(settings));
+        self.with_core(|core| core.configure(settings(&after)));
         if let Some(link) = self.link() {
-            link.node.set_ignore_split_brain(ignore_split_brain);
+            link.node.tune(connection::tuning(&after));
+            link.node.set_ignore_split_brain(connection::ignores_split_brain(&after));
         }
+        let weight = Some(connection::weight(&after)).filter(|&w| w != connection::weight(&before));
         if let (Some(weight), Some(link)) = (weight, self.link()) {
             // The new weight counts once the statement returns, as Galera's: wait for the voters.
-            if !link.node.set_weight(weight, suspect_timeout) {
+            if !link.node.set_weight(weight, after.period("evs.suspect_timeout")) {
                 log::info!("pc.weight={weight}: not in force yet (no primary component can change the voters now)");
             }
         }
-        if let Some(isolation) = isolation {
+        let isolation = after.integer("gmcast.isolate");
+        if isolation != before.integer("gmcast.isolate") {
             self.isolate(isolation);
         }
-        let triggered = crate::options::triggered(text);
         if triggered.contains(&"pc.bootstrap") {
             match self.link() {
                 Some(link) => {
@@ -209,13 +209,29 @@ impl Provider {
                 None => log::info!("pc.bootstrap: not connected; nothing to bootstrap"),
             }
         }
-        if triggered.contains(&"socket.ssl_reload") {
-            match self.link().map(|link| link.node.reload_tls()) {
-                Some(Ok(true)) => {}
-                Some(Ok(false)) => log::info!("socket.ssl_reload: this node runs without TLS, nothing to reload"),
-                None => log::info!("socket.ssl_reload: not connected; certificates are read at connect"),
-                Some(Err(e)) => return Err(format!("socket.ssl_reload failed, the old certificates stay: {e}")),
+        Ok(())
+    }
+
+    /// `socket.ssl_reload=1`: the files `options` name, which the same statement may have
+    /// changed (mtr galera_ssl_reload sets new ones, then reloads), for the connections opened
+    /// from now on.
+    fn reload_tls(&self, options: &Options) -> Result<(), String> {
+        let Some(link) = self.link() else {
+            log::info!("socket.ssl_reload: not connected; certificates are read at connect");
+            return Ok(());
+        };
+        let failed = |e: String| format!("socket.ssl_reload failed, the old certificates stay: {e}");
+        let reloaded = match crate::tls_options::tls_config(options).map_err(failed)? {
+            Some(config) => link.node.reload_tls(config).map_err(|e| failed(e.to_string()))?,
+            None if link.node.tls().is_some() => {
+                return Err(failed(
+                    "TLS cannot be turned off at runtime: socket.ssl_cert and socket.ssl_key are empty".into(),
+                ))
             }
+            None => false,
+        };
+        if !reloaded {
+            log::info!("socket.ssl_reload: this node runs without TLS, nothing to reload");
         }
         Ok(())
     }

@@ -4,6 +4,7 @@ use crate::core::StatsSnapshot;
 
 impl Provider {
     pub fn stats(&self) -> Vec<StatVar> {
+        // The one in use: it cannot change at runtime.
         let segment = lock(&self.options).get("gmcast.segment").to_string();
         self.lock_core().stats(&StatsSnapshot { segment: &segment })
     }

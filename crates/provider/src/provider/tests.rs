@@ -395,6 +395,77 @@ fn oversized_writesets_are_refused_before_ordering() {
     assert_eq!((status, meta.gtid), (Status::SizeExceeded, Gtid::UNDEFINED));
 }
 
+#[test]
+fn a_repl_max_ws_size_raised_at_runtime_holds_in_the_group_too() {
+    let mut node = start_in(temp_dir("max-ws-runtime"), "repl.max_ws_size=16").unwrap();
+    node.connect();
+    assert_eq!(node.provider.options_set("repl.max_ws_size=1M"), Ok(()));
+    let (h, meta) = certified(&node, 81, 1);
+    commit(&node, h, &meta);
+}
+
+#[test]
+fn a_node_runs_with_the_longest_suspect_timeout_accepted() {
+    let options = Options::new(&NodeSite { data_dir: "/d/", node_address: "127.0.0.1" });
+    let mut longest = options.clone();
+    longest.apply("evs.suspect_timeout=P106751D").unwrap();
+    assert_eq!(group_config("c", &longest).suspect_timeout_ms, 106_751 * 86_400_000);
+    assert_eq!(group_config("c", &options).suspect_timeout_ms, 5_000);
+    let mut node = start_in(temp_dir("longest-period"), "evs.suspect_timeout=P106751D").unwrap();
+    node.connect();
+    let (h, meta) = certified(&node, 10, 1);
+    commit(&node, h, &meta);
+}
+
+#[test]
+fn options_in_the_cluster_address_are_applied_at_connect_and_a_bad_one_fails_it() {
+    let mut node = start_in(temp_dir("address-options"), "").unwrap();
+    for bad in ["gcomm://?no.such.option=1", "gcomm://?gmcast.segment=300"] {
+        assert_eq!(node.provider.connect("test", bad, "", true), Status::NodeFail, "{bad}");
+    }
+    assert_eq!(node.provider.connect("test", "gcomm://?gmcast.segment=3&gcs.fc_limit=40", "", true), Status::Ok);
+    let provider = node.provider.clone();
+    node.applier = Some(thread::spawn(move || provider.recv(RecvCtx(1))));
+    node.wait_for(|calls| calls.iter().any(|c| c == "synced"));
+    assert!(node.provider.options_get().contains("gmcast.segment = 3;"));
+    assert_eq!(node.provider.lock_core().settings().flow.limit, 40);
+    let link = node.provider.link().expect("connected");
+    node.wait_for(|_| !link.node.status().view.members.is_empty());
+    assert_eq!(link.node.status().view.members.iter().map(|m| m.segment).collect::<Vec<_>>(), [3]);
+    let segment = node.provider.stats().into_iter().find(|s| s.name == "gmcast_segment").map(|s| s.value);
+    assert_eq!(segment, Some(StatValue::Text("3".into())));
+}
+
+/// The transport's test certificates (`a-node1` of CA `a`, `b-node1` of `b`).
+fn pem(name: &str) -> String {
+    format!("{}/../group/src/transport/tls/testdata/{name}.pem", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tls_files(node: &str, ca: &str) -> String {
+    let (key, cert, ca) = (pem(&format!("{node}-key")), pem(&format!("{node}-cert")), pem(&format!("{ca}-ca")));
+    format!("socket.ssl_key={key};socket.ssl_cert={cert};socket.ssl_ca={ca}")
+}
+
+/// mtr galera_ssl_reload sets new files, then `socket.ssl_reload=1`.
+#[test]
+fn ssl_reload_reads_the_files_named_now_and_a_failed_one_changes_no_option() {
+    let mut node = start_in(temp_dir("ssl-reload"), &tls_files("a-node1", "a")).unwrap();
+    node.connect();
+    let in_use = || node.provider.link().expect("connected").node.tls().expect("TLS").config().cert;
+    let before = node.provider.options_get();
+    let mismatched = format!("socket.ssl_cert={};gcs.fc_limit=40;socket.ssl_reload=1", pem("b-node1-cert"));
+    let refused = node.provider.options_set(&mismatched).unwrap_err();
+    assert!(refused.contains("socket.ssl_reload failed"), "{refused}");
+    assert_eq!(node.provider.options_get(), before, "all or nothing");
+    assert_eq!(in_use(), PathBuf::from(pem("a-node1-cert")));
+    assert_eq!(node.provider.options_set(&tls_files("b-node1", "b")), Ok(()));
+    assert_eq!(in_use(), PathBuf::from(pem("a-node1-cert")), "read at the reload");
+    assert_eq!(node.provider.options_set("socket.ssl_reload=1"), Ok(()));
+    assert_eq!(in_use(), PathBuf::from(pem("b-node1-cert")));
+    let off = node.provider.options_set("socket.ssl_key=;socket.ssl_cert=;socket.ssl_reload=1").unwrap_err();
+    assert!(off.contains("cannot be turned off"), "{off}");
+}
+
 /// Certifies one fragment of streaming transaction `trx_id` (the server passes the handle
 /// back with its `opaque` cleared by the previous release).
 fn fragment(node: &Node, trx_id: u64, row: u8, ws_flags: u32) -> (WsHandle, Status, TrxMeta) {

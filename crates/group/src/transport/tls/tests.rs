@@ -171,14 +171,14 @@ fn loading_refuses_mismatched_files_and_reload_keeps_the_old_ones_on_error() {
         ca: dir.join("ca.pem"),
         ciphers: String::new(),
     };
-    let reloading = Tls::load(files).unwrap();
+    let reloading = Tls::load(files.clone()).unwrap();
     let before = Arc::as_ptr(&reloading.contexts());
     copy("b-node1-cert.pem", "cert.pem");
-    assert!(reloading.reload().is_err(), "the key no longer matches");
+    assert!(reloading.reload(files.clone()).is_err(), "the key no longer matches");
     assert_eq!(Arc::as_ptr(&reloading.contexts()), before, "old contexts kept");
     copy("b-node1-key.pem", "key.pem");
     copy("b-ca.pem", "ca.pem");
-    reloading.reload().unwrap();
+    reloading.reload(files).unwrap();
     assert_ne!(Arc::as_ptr(&reloading.contexts()), before);
     std::fs::remove_dir_all(&dir).unwrap();
     // The reloaded node now belongs to CA b.
@@ -248,4 +248,18 @@ fn a_self_signed_ca_certificate_as_every_node_certificate_and_ca_works_as_with_o
     let (_, acceptor) = connect(Some(tls("a-node1", "a")), Some(node()));
     assert!(acceptor.is_err());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn reload_reads_the_files_it_is_given_and_uses_them_from_then_on() {
+    let reloading = tls("a-node1", "a");
+    let mut mismatched = config("b-node1", "b");
+    mismatched.key = testdata("a-node1-key.pem");
+    assert!(reloading.reload(mismatched).is_err());
+    assert_eq!(reloading.config(), config("a-node1", "a"), "the old files stay in use");
+    reloading.reload(config("b-node1", "b")).unwrap();
+    assert_eq!(reloading.config(), config("b-node1", "b"));
+    let (dialer, acceptor) = connect(Some(reloading), Some(tls("b-node1", "b")));
+    dialer.unwrap();
+    acceptor.unwrap();
 }
