@@ -4,6 +4,7 @@
 use clap::{Args, ValueEnum};
 use lockstep_group::sim as group_sim;
 use lockstep_provider::sim as provider_sim;
+use std::ops::RangeInclusive;
 use std::process;
 use std::time::Instant;
 
@@ -61,19 +62,29 @@ pub fn run(args: SimArgs) {
             log::set_max_level(log::LevelFilter::Info);
         }
     }
-    let seeds = match (args.seed, args.seeds) {
-        (Some(seed), _) => seed..seed + 1,
-        (None, Some(n)) => args.first_seed..args.first_seed + n,
-        (None, None) => {
-            eprintln!("lockstep sim: give --seeds N or --seed S");
-            process::exit(2);
-        }
-    };
+    let seeds = seed_range(args.seed, args.seeds, args.first_seed).unwrap_or_else(|why| {
+        eprintln!("lockstep sim: {why}");
+        process::exit(2);
+    });
     if matches!(args.layer, Layer::Group | Layer::All) {
         run_group(seeds.clone(), args.seed.is_some(), args.trace);
     }
     if matches!(args.layer, Layer::Provider | Layer::All) {
         run_provider(seeds, args.seed.is_some(), args.trace);
+    }
+}
+
+/// The seeds to run: one (`--seed`), or `--seeds N` from `--first-seed`, the last of them
+/// at most `u64::MAX` (an inclusive range, so that seed too can run).
+fn seed_range(seed: Option<u64>, seeds: Option<u64>, first_seed: u64) -> Result<RangeInclusive<u64>, String> {
+    match (seed, seeds) {
+        (Some(seed), _) => Ok(seed..=seed),
+        (None, Some(0)) => Err("--seeds 0: at least 1".into()),
+        (None, Some(n)) => first_seed
+            .checked_add(n - 1)
+            .map(|last| first_seed..=last)
+            .ok_or_else(|| format!("--first-seed {first_seed} --seeds {n}: the last seed would be past {}", u64::MAX)),
+        (None, None) => Err("give --seeds N or --seed S".into()),
     }
 }
 
@@ -83,7 +94,7 @@ fn fail(layer: &str, violation: impl std::fmt::Display, seed: u64) -> ! {
     process::exit(1);
 }
 
-fn run_group(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
+fn run_group(seeds: RangeInclusive<u64>, one: bool, trace: bool) {
     let started = Instant::now();
     let (mut runs, mut acked, mut messages, mut crashes, mut partitions, mut gaps, mut leaders) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
@@ -110,7 +121,7 @@ fn run_group(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
     );
 }
 
-fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
+fn run_provider(seeds: RangeInclusive<u64>, one: bool, trace: bool) {
     let started = Instant::now();
     let (mut runs, mut acked, mut crashes, mut transfers, mut lost) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let (mut alone, mut with_transfer, mut lost_with_donor, mut new_scripts) = (0u64, 0u64, 0u64, 0u64);
@@ -149,4 +160,23 @@ fn run_provider(seeds: std::ops::Range<u64>, one: bool, trace: bool) {
          had a usable checkpoint; safety judged, not convergence)",
         started.elapsed().as_secs_f64()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_seed_up_to_the_largest_runs_and_a_range_past_it_is_refused() {
+        assert_eq!(seed_range(Some(u64::MAX), None, 1), Ok(u64::MAX..=u64::MAX));
+        assert_eq!(seed_range(None, Some(3), u64::MAX - 2).map(Iterator::count), Ok(3));
+        assert_eq!(seed_range(None, Some(500), 1), Ok(1..=500));
+        let past = seed_range(None, Some(4), u64::MAX - 2).unwrap_err();
+        assert_eq!(
+            past,
+            "--first-seed 18446744073709551613 --seeds 4: the last seed would be past 18446744073709551615"
+        );
+        assert_eq!(seed_range(None, Some(0), 1).unwrap_err(), "--seeds 0: at least 1");
+        assert_eq!(seed_range(None, None, 1).unwrap_err(), "give --seeds N or --seed S");
+    }
 }
