@@ -1,31 +1,41 @@
 //! `lockstep cluster up|status|top|down`: local MariaDB clusters on loopback.
 use crate::top;
 use clap::Subcommand;
-use lockstep_cluster::{default_provider, Arbitrator, Cluster, ClusterSpec, Error, Node, Result, ARBITRATOR_NAME};
-use std::path::PathBuf;
+use lockstep_cluster::{
+    default_provider, Arbitrator, Cluster, ClusterSpec, Error, Node, Requested, Result, SavedState, ARBITRATOR_NAME,
+};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The fastest `top` refreshes: each runs a `mariadb` client per node.
+const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// The slowest: beyond an hour a live view is a typo.
+const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 
 #[derive(Subcommand)]
 pub enum ClusterCommand {
     /// Create a cluster in DIR (or restart the stopped nodes of the one already there) and wait
-    /// until every node reports wsrep_ready=ON.
+    /// until every node reports wsrep_ready=ON. On a cluster that exists, settings that differ
+    /// from the ones it was made with are refused.
     Up {
-        #[arg(long, default_value_t = 1)]
-        nodes: usize,
+        /// Data nodes, at most 64 [default: 1]
+        #[arg(long)]
+        nodes: Option<usize>,
         #[arg(long)]
         dir: PathBuf,
         /// wsrep provider library [default: $LOCKSTEP_PROVIDER, else target/release/liblockstep.so]
         #[arg(long)]
         provider: Option<PathBuf>,
         /// Extra wsrep_provider_options for every node, e.g. "gcs.fc_limit=32;gcache.size=64M".
-        #[arg(long, default_value = "")]
-        provider_options: String,
+        #[arg(long)]
+        provider_options: Option<String>,
         /// Group and IST traffic in plain TCP: no cluster CA, no certificates, no socket.ssl.
         #[arg(long)]
         no_tls: bool,
         /// Also run an arbitrator (`lockstep arbitrator`, Galera's garbd): a voting member
         /// without data, e.g. with --nodes 2 so either node may die. Give a program to run
-        /// another one with the same options (--arbitrator=/usr/bin/garbd beside Galera).
+        /// another one with the same options (--arbitrator=garbd beside Galera; a bare name is
+        /// looked up on PATH).
         #[arg(long, value_name = "PROGRAM", num_args = 0..=1, default_missing_value = "lockstep")]
         arbitrator: Option<PathBuf>,
     },
@@ -46,7 +56,7 @@ pub enum ClusterCommand {
         /// User for --host [default: root]; the password is read from $MYSQL_PWD.
         #[arg(long, default_value = "root")]
         user: String,
-        /// Seconds between refreshes.
+        /// Seconds between refreshes, 0.1 to 3600.
         #[arg(long, default_value_t = 1.0)]
         interval: f64,
         /// Stop after this many refreshes [default: until interrupted].
@@ -76,31 +86,33 @@ pub fn run(command: ClusterCommand) {
 }
 
 fn up(
-    node_count: usize,
+    node_count: Option<usize>,
     dir: PathBuf,
     provider: Option<PathBuf>,
-    provider_options: String,
+    provider_options: Option<String>,
     tls: bool,
     arbitrator: Option<PathBuf>,
 ) -> Result<()> {
+    let arbitrator = match arbitrator {
+        // This program's own `arbitrator` command.
+        Some(program) if program.as_os_str() == "lockstep" => {
+            Some(std::env::current_exe().map_err(|e| Error::Invalid(format!("cannot find this program: {e}")))?)
+        }
+        other => other,
+    };
     let mut cluster = if dir.join("cluster.state").exists() {
+        let cluster = Cluster::open(&dir)?;
+        cluster.refuse_changes(&Requested { node_count, provider, provider_options, no_tls: !tls, arbitrator })?;
         println!("restarting the cluster in {}", dir.display());
-        Cluster::open(&dir)?
+        cluster
     } else {
-        let program = match arbitrator {
-            // This program's own `arbitrator` command.
-            Some(program) if program.as_os_str() == "lockstep" => {
-                Some(std::env::current_exe().map_err(|e| Error::Invalid(format!("cannot find this program: {e}")))?)
-            }
-            other => other,
-        };
         Cluster::create(&ClusterSpec {
             dir,
-            node_count,
+            node_count: node_count.unwrap_or(1),
             provider: provider.unwrap_or_else(default_provider),
-            provider_options,
+            provider_options: provider_options.unwrap_or_default(),
             tls,
-            arbitrator: program,
+            arbitrator,
         })?
     };
     for node in &cluster.nodes {
@@ -109,15 +121,56 @@ fn up(
     if let Some(arbitrator) = &cluster.arbitrator {
         println!("{}", describe_arbitrator(arbitrator));
     }
-    cluster.start()?;
-    for node in &cluster.nodes {
-        println!("{}: wsrep_ready=ON, socket {}", node.name(), node.socket().display());
+    // `start` leaves running nodes alone: they are reported as such, not as checked.
+    let was_running: Vec<bool> = cluster.nodes.iter_mut().map(Node::is_running).collect();
+    let arbitrator_was_running = cluster.arbitrator.as_mut().is_some_and(Arbitrator::is_running);
+    if let Err(error) = cluster.start() {
+        let mut running: Vec<String> =
+            cluster.nodes.iter_mut().filter_map(|n| n.is_running().then(|| n.name().to_string())).collect();
+        if cluster.arbitrator.as_mut().is_some_and(Arbitrator::is_running) {
+            running.push(ARBITRATOR_NAME.to_string());
+        }
+        return Err(with_running(error, &cluster.dir, &running));
+    }
+    for (node, was_running) in cluster.nodes.iter().zip(was_running) {
+        println!("{}", started(node, was_running));
     }
     if cluster.arbitrator.is_some() {
-        println!("{ARBITRATOR_NAME}: joined");
+        println!("{ARBITRATOR_NAME}: {}", if arbitrator_was_running { "already running" } else { "joined" });
     }
     println!("stop it with: lockstep cluster down --dir {}", cluster.dir.display());
     Ok(())
+}
+
+/// What `up` says of a node once the cluster is up: a node it started reported
+/// wsrep_ready=ON; one that was running is asked now.
+fn started(node: &Node, was_running: bool) -> String {
+    let socket = node.socket();
+    if !was_running {
+        return format!("{}: wsrep_ready=ON, socket {}", node.name(), socket.display());
+    }
+    match node.status() {
+        Ok(status) => format!(
+            "{}: already running, wsrep_ready={}, socket {}",
+            node.name(),
+            status.get("wsrep_ready").unwrap_or("-"),
+            socket.display()
+        ),
+        Err(e) => format!("{}: already running; its status could not be read: {e}", node.name()),
+    }
+}
+
+/// A failed start may leave nodes running (those started before the failure, or the others
+/// of a restart): the error says which, and how to stop them.
+fn with_running(error: Error, dir: &Path, running: &[String]) -> Error {
+    if running.is_empty() {
+        return error;
+    }
+    Error::Invalid(format!(
+        "{error}\nstill running: {}; stop them with: lockstep cluster down --dir {}",
+        running.join(", "),
+        dir.display()
+    ))
 }
 
 fn status(dir: PathBuf) -> Result<()> {
@@ -154,16 +207,18 @@ fn status(dir: PathBuf) -> Result<()> {
 }
 
 fn top(dir: Option<PathBuf>, hosts: Vec<String>, user: String, interval: f64, count: Option<u64>) -> Result<()> {
-    if !(interval.is_finite() && interval >= 0.1) {
-        return Err(Error::Invalid(format!("--interval {interval}: at least 0.1 seconds")));
-    }
+    let interval = refresh_interval(interval, count)?;
     let (source, targets) = match dir {
         Some(dir) => {
             let cluster = Cluster::open(&dir)?;
             let targets = cluster
                 .nodes
                 .iter()
-                .map(|n| top::Target { name: n.name().to_string(), endpoint: n.endpoint() })
+                .map(|n| top::Target {
+                    name: n.name().to_string(),
+                    endpoint: n.endpoint(),
+                    pid_file: Some(n.pid_file()),
+                })
                 .collect();
             (dir.display().to_string(), targets)
         }
@@ -174,24 +229,52 @@ fn top(dir: Option<PathBuf>, hosts: Vec<String>, user: String, interval: f64, co
             (hosts.join(", "), targets)
         }
     };
-    top::run(&source, targets, Duration::from_secs_f64(interval), count)
+    top::run(&source, targets, interval, count)
+}
+
+/// `--interval` as a period between [`MIN_INTERVAL`] and [`MAX_INTERVAL`]; `--count` 0 would
+/// show nothing.
+fn refresh_interval(seconds: f64, count: Option<u64>) -> Result<Duration> {
+    if count == Some(0) {
+        return Err(Error::Invalid("--count 0: at least 1 refresh".into()));
+    }
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|period| (MIN_INTERVAL..=MAX_INTERVAL).contains(period))
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "--interval {seconds}: between {} and {} seconds",
+                MIN_INTERVAL.as_secs_f64(),
+                MAX_INTERVAL.as_secs()
+            ))
+        })
 }
 
 fn down(dir: PathBuf) -> Result<()> {
     let mut cluster = Cluster::open(&dir)?;
+    let was_running: Vec<bool> = cluster.nodes.iter_mut().map(Node::is_running).collect();
     cluster.stop()?;
-    for node in &cluster.nodes {
-        match node.saved_state() {
-            Ok(state) => println!(
-                "{}: stopped at {}, safe_to_bootstrap: {}",
-                node.name(),
-                state.position,
-                u8::from(state.safe_to_bootstrap)
-            ),
-            Err(_) => println!("{}: stopped", node.name()),
-        }
+    for (node, was_running) in cluster.nodes.iter().zip(was_running) {
+        println!("{}", stopped(node.name(), was_running, node.saved_state().ok()));
     }
     Ok(())
+}
+
+/// What `down` says of a node: stopped, or not running (it never ran, or stopped before),
+/// with the position its `grastate.dat` holds.
+fn stopped(name: &str, was_running: bool, saved: Option<SavedState>) -> String {
+    match (was_running, saved) {
+        (true, Some(state)) => {
+            format!("{name}: stopped at {}, safe_to_bootstrap: {}", state.position, u8::from(state.safe_to_bootstrap))
+        }
+        (true, None) => format!("{name}: stopped"),
+        (false, Some(state)) => format!(
+            "{name}: not running (grastate.dat: {}, safe_to_bootstrap: {})",
+            state.position,
+            u8::from(state.safe_to_bootstrap)
+        ),
+        (false, None) => format!("{name}: not running"),
+    }
 }
 
 fn describe_arbitrator(arbitrator: &Arbitrator) -> String {
@@ -213,4 +296,66 @@ fn describe_ports(node: &Node) -> String {
         p.sst,
         node.error_log().display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockstep_cluster::{NodeConfig, NodePorts, Position};
+
+    #[test]
+    fn a_failed_start_names_the_nodes_still_running_and_how_to_stop_them() {
+        let error = || Error::Invalid("node3: mariadbd exited (exit status: 1)".into());
+        let dir = Path::new("/tmp/c");
+        assert_eq!(with_running(error(), dir, &[]).to_string(), "node3: mariadbd exited (exit status: 1)");
+        let running = ["node1".to_string(), "node2".to_string()];
+        assert_eq!(
+            with_running(error(), dir, &running).to_string(),
+            "node3: mariadbd exited (exit status: 1)\nstill running: node1, node2; stop them with: \
+             lockstep cluster down --dir /tmp/c"
+        );
+    }
+
+    #[test]
+    fn a_node_that_was_running_is_asked_for_its_state_not_reported_ready() {
+        let config = NodeConfig {
+            name: "node1".into(),
+            ports: NodePorts { client: 23000, group: 23001, sst: 23003 },
+            provider: PathBuf::from("/x.so"),
+            cluster_name: "lockstep".into(),
+            cluster_address: "gcomm://".into(),
+            provider_options: String::new(),
+            tls: None,
+        };
+        let node = Node::new(PathBuf::from("/nonexistent/node1"), config);
+        assert_eq!(started(&node, false), "node1: wsrep_ready=ON, socket /nonexistent/node1/mariadbd.sock");
+        let line = started(&node, true);
+        assert!(line.starts_with("node1: already running; its status could not be read: "), "{line}");
+    }
+
+    #[test]
+    fn top_refuses_an_interval_out_of_range_and_a_count_of_zero() {
+        assert_eq!(refresh_interval(1.0, None).unwrap(), Duration::from_secs(1));
+        assert_eq!(refresh_interval(3600.0, Some(1)).unwrap(), MAX_INTERVAL);
+        for seconds in [1e30, 3600.5, f64::INFINITY, f64::NAN, 0.05, -1.0] {
+            let error = refresh_interval(seconds, None).unwrap_err().to_string();
+            assert_eq!(error, format!("--interval {seconds}: between 0.1 and 3600 seconds"));
+        }
+        assert_eq!(refresh_interval(1.0, Some(0)).unwrap_err().to_string(), "--count 0: at least 1 refresh");
+    }
+
+    #[test]
+    fn down_says_not_running_of_a_node_it_did_not_stop() {
+        let position: Position = "6b1c3e2a-4f5d-11ef-8000-0123456789ab:42".parse().unwrap();
+        let state = SavedState { position, safe_to_bootstrap: true };
+        assert_eq!(stopped("node1", false, None), "node1: not running");
+        assert_eq!(
+            stopped("node1", false, Some(state)),
+            "node1: not running (grastate.dat: 6b1c3e2a-4f5d-11ef-8000-0123456789ab:42, safe_to_bootstrap: 1)"
+        );
+        assert_eq!(
+            stopped("node2", true, Some(state)),
+            "node2: stopped at 6b1c3e2a-4f5d-11ef-8000-0123456789ab:42, safe_to_bootstrap: 1"
+        );
+    }
 }

@@ -15,8 +15,11 @@ pub enum Error {
     Command { command: String, status: String, output: String },
     /// Something did not happen within its bounded wait.
     Timeout { what: String, seconds: u64 },
-    /// `mariadbd` exited while we waited for it to become ready.
-    NodeExited { node: String, status: String, error_log_tail: String },
+    /// `mariadbd` exited while we waited for it to become ready; `log` names its log and
+    /// carries the end of it.
+    NodeExited { node: String, status: String, log: String },
+    /// Making a cluster failed (`cause`); `cleanup` says what of it was removed, or what to remove.
+    Create { cause: Box<Error>, cleanup: String },
     /// A file or a value did not have the expected shape.
     Invalid(String),
 }
@@ -37,9 +40,8 @@ impl fmt::Display for Error {
             Error::Io { context, source } => write!(f, "{context}: {source}"),
             Error::Command { command, status, output } => write!(f, "`{command}` failed ({status}):\n{output}"),
             Error::Timeout { what, seconds } => write!(f, "timed out after {seconds} s: {what}"),
-            Error::NodeExited { node, status, error_log_tail } => {
-                write!(f, "{node}: mariadbd exited ({status}); end of its error log:\n{error_log_tail}")
-            }
+            Error::NodeExited { node, status, log } => write!(f, "{node}: mariadbd exited ({status}); {log}"),
+            Error::Create { cause, cleanup } => write!(f, "{cause}\n{cleanup}"),
             Error::Invalid(message) => f.write_str(message),
         }
     }
@@ -49,6 +51,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Create { cause, .. } => Some(cause.as_ref()),
             _ => None,
         }
     }

@@ -22,9 +22,9 @@ mod process;
 
 pub use arbitrator::{Arbitrator, ARBITRATOR_NAME};
 pub use certs::NodeTls;
-pub use cluster::{default_provider, Cluster, ClusterSpec};
+pub use cluster::{default_provider, Cluster, ClusterSpec, Requested};
 pub use endpoint::Endpoint;
 pub use error::{Error, Result};
-pub use node::{Node, NodeConfig, WsrepStatus};
+pub use node::{mariadbd_running, Node, NodeConfig, WsrepStatus};
 pub use ports::{allocate_node_ports, NodePorts};
 pub use position::{Position, SavedState};

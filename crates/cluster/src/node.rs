@@ -8,7 +8,7 @@ use crate::process::{describe, run_checked, send_signal, ServerProcess};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -23,8 +23,8 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 const SQL_TIMEOUT: Duration = Duration::from_secs(120);
 /// Bound on `mariadbd --wsrep-recover` (InnoDB crash recovery only).
 const RECOVER_TIMEOUT: Duration = Duration::from_secs(120);
-/// How many error-log lines an error message carries.
-const ERROR_LOG_TAIL_LINES: usize = 25;
+/// How many log lines an error message carries.
+const LOG_TAIL_LINES: usize = 25;
 
 /// What goes into a node's `my.cnf`.
 #[derive(Debug, Clone)]
@@ -78,6 +78,11 @@ impl Node {
 
     pub fn error_log(&self) -> PathBuf {
         self.dir.join("error.log")
+    }
+
+    /// `mariadbd`'s standard output and error: what it says before its error log is open.
+    pub fn stdio_file(&self) -> PathBuf {
+        self.dir.join("mariadbd.out")
     }
 
     /// `tmpdir`: one per node, as servers sharing /tmp can collide on temporary file names.
@@ -203,7 +208,7 @@ user = root
             return Err(Error::Invalid(format!("{} is already running", self.name())));
         }
         self.hand_data_dir_to_sst_user()?;
-        let stdio_path = self.dir.join("mariadbd.out");
+        let stdio_path = self.stdio_file();
         let stdio = File::create(&stdio_path).map_err(|e| Error::io_path("create", &stdio_path, e))?;
         let stdio_err = stdio.try_clone().map_err(|e| Error::io_path("open", &stdio_path, e))?;
         let mut command = Command::new("mariadbd");
@@ -237,11 +242,7 @@ user = root
         loop {
             if let Some(status) = self.process.as_mut().and_then(|p| p.exit_status()) {
                 self.process = None;
-                return Err(Error::NodeExited {
-                    node: self.name().to_string(),
-                    status,
-                    error_log_tail: self.error_log_tail(),
-                });
+                return Err(Error::NodeExited { node: self.name().to_string(), status, log: self.log_tail() });
             }
             // Connection errors are expected until the server opens its socket.
             if let Ok(status) = self.status() {
@@ -253,11 +254,7 @@ user = root
                 // A half-started server is of no use to anyone: do not leave it behind.
                 let _ = self.kill();
                 return Err(Error::Timeout {
-                    what: format!(
-                        "{} to report wsrep_ready=ON; end of its error log:\n{}",
-                        self.name(),
-                        self.error_log_tail()
-                    ),
+                    what: format!("{} to report wsrep_ready=ON; {}", self.name(), self.log_tail()),
                     seconds: READY_TIMEOUT.as_secs(),
                 });
             }
@@ -367,11 +364,31 @@ user = root
             .map_err(|e| Error::io_path("read", &path, e))
     }
 
-    fn error_log_tail(&self) -> String {
-        let text = self.error_log_text().unwrap_or_else(|e| e.to_string());
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(ERROR_LOG_TAIL_LINES)..].join("\n")
+    /// The end of the error log, named; the end of [`Node::stdio_file`] when the error log
+    /// is empty, as when the server fails before it opens it (a bad option, a missing library).
+    fn log_tail(&self) -> String {
+        let (error_log, stdio) = (self.error_log(), self.stdio_file());
+        match (tail(&error_log), tail(&stdio)) {
+            (Some(text), _) => format!("end of its error log {}:\n{text}", error_log.display()),
+            (None, Some(text)) => {
+                format!("its error log {} is empty; end of {}:\n{text}", error_log.display(), stdio.display())
+            }
+            (None, None) => format!("its error log {} and {} are empty", error_log.display(), stdio.display()),
+        }
     }
+}
+
+/// The last [`LOG_TAIL_LINES`] lines of the file at `path`; None if it is missing or blank.
+fn tail(path: &Path) -> Option<String> {
+    let bytes = fs::read(path).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    (!text.trim().is_empty()).then(|| lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n"))
+}
+
+/// Whether the `mariadbd` that `pid_file` names is alive: for a node this process did not start.
+pub fn mariadbd_running(pid_file: &Path) -> bool {
+    ServerProcess::running(&mut None, pid_file, "mariadbd").is_some()
 }
 
 fn running_as_root() -> bool {
@@ -404,5 +421,42 @@ impl WsrepStatus {
     pub fn last_committed(&self) -> Result<i64> {
         let value = self.get("wsrep_last_committed").unwrap_or("");
         value.parse().map_err(|_| Error::Invalid(format!("wsrep_last_committed is {value:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node_in(dir: PathBuf) -> Node {
+        let config = NodeConfig {
+            name: "node1".into(),
+            ports: NodePorts { client: 23000, group: 23001, sst: 23003 },
+            provider: PathBuf::from("/x.so"),
+            cluster_name: "lockstep".into(),
+            cluster_address: "gcomm://".into(),
+            provider_options: String::new(),
+            tls: None,
+        };
+        Node::new(dir, config)
+    }
+
+    #[test]
+    fn a_failed_start_names_the_log_and_shows_mariadbd_out_when_the_error_log_is_empty() {
+        let dir = std::env::temp_dir().join(format!("lockstep-node-log-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let node = node_in(dir.clone());
+        assert!(node.log_tail().contains("error.log and"), "{}", node.log_tail());
+        fs::write(node.stdio_file(), "mariadbd: unknown variable 'x=1'\n").unwrap();
+        let text = node.log_tail();
+        assert!(text.contains(&format!("its error log {} is empty", node.error_log().display())), "{text}");
+        assert!(text.ends_with("mariadbd.out:\nmariadbd: unknown variable 'x=1'"), "{text}");
+        let lines: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        fs::write(node.error_log(), lines).unwrap();
+        let text = node.log_tail();
+        assert!(text.starts_with(&format!("end of its error log {}:\nline 6\n", node.error_log().display())), "{text}");
+        assert!(text.ends_with("line 30"), "{text}");
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

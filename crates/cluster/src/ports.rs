@@ -48,7 +48,10 @@ pub fn allocate_node_ports() -> Result<NodePorts> {
         taken.insert(first);
         return Ok(NodePorts { client: first, group: first + 1, sst: first + 3 });
     }
-    Err(Error::Invalid(format!("no free block of {BLOCK_LEN} loopback ports in {RANGE_START}..{RANGE_END}")))
+    Err(Error::Invalid(format!(
+        "no free block of {BLOCK_LEN} loopback ports: all {block_count} in {RANGE_START}..{RANGE_END} are in use \
+         or taken by this cluster's other nodes"
+    )))
 }
 
 fn is_free(port: u16) -> bool {

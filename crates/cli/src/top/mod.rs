@@ -3,8 +3,9 @@
 //! state. Reads `SHOW GLOBAL STATUS LIKE 'wsrep%'`, so it shows Galera nodes as well.
 mod view;
 
-use lockstep_cluster::{Endpoint, Error, Result};
+use lockstep_cluster::{mariadbd_running, Endpoint, Error, Result};
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
@@ -13,10 +14,14 @@ use view::Sample;
 
 /// Bound on one status query; a node slower than this shows as not answering.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+/// Enough of the client's error for a socket path and the error number that ends it.
+const WHY_UNREAD_CHARS: usize = 160;
 
 pub struct Target {
     pub name: String,
     pub endpoint: Endpoint,
+    /// A local node's pid file: a node it names no live server for shows as not running.
+    pub pid_file: Option<PathBuf>,
 }
 
 /// `HOST:PORT` (a bare host means port 3306).
@@ -33,7 +38,7 @@ pub fn parse_host(text: &str, user: &str, password: Option<&str>) -> Result<Targ
     }
     let endpoint =
         Endpoint::Tcp { host: host.to_string(), port, user: user.to_string(), password: password.map(str::to_string) };
-    Ok(Target { name: text.to_string(), endpoint })
+    Ok(Target { name: text.to_string(), endpoint, pid_file: None })
 }
 
 /// Refreshes until interrupted, or `count` times. On a terminal each refresh redraws the
@@ -56,8 +61,9 @@ pub fn run(source: &str, targets: Vec<Target>, interval: Duration, count: Option
                 continue;
             }
             let (endpoint, answers, busy) = (target.endpoint.clone(), answers.clone(), in_flight[index].clone());
+            let pid_file = target.pid_file.clone();
             thread::spawn(move || {
-                let status = endpoint.wsrep_status(QUERY_TIMEOUT).map_err(|e| why_unread(&e));
+                let status = endpoint.wsrep_status(QUERY_TIMEOUT).map_err(|e| why_unread(&e, pid_file.as_deref()));
                 busy.store(false, Ordering::SeqCst);
                 let _ = answers.send((refresh, index, status));
             });
@@ -99,18 +105,38 @@ pub fn run(source: &str, targets: Vec<Target>, interval: Duration, count: Option
     Ok(())
 }
 
-/// What the client said (such as `ERROR 2002 (HY000): Can't connect ...`), short enough
-/// for the state column.
-fn why_unread(error: &Error) -> String {
+/// `not running` for a local node whose pid file names no live server; otherwise what the
+/// client said (such as `ERROR 2002 (HY000): Can't connect ... (2)`), short enough for the
+/// state column.
+fn why_unread(error: &Error, pid_file: Option<&Path>) -> String {
+    if pid_file.is_some_and(|pid_file| !mariadbd_running(pid_file)) {
+        return "not running".into();
+    }
     let text = match error {
         Error::Command { output, .. } => output.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_string(),
         Error::Timeout { seconds, .. } => format!("no answer in {seconds} s"),
         other => other.to_string(),
     };
     let text = text.trim().trim_start_matches("ERROR ");
-    let mut short: String = text.chars().take(48).collect();
+    let mut short: String = text.chars().take(WHY_UNREAD_CHARS).collect();
     if short.len() < text.len() {
         short.push('…');
     }
     short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_node_without_a_live_server_shows_as_not_running_and_others_show_the_whole_client_error() {
+        let output = "ERROR 2002 (HY000): Can't connect to local server through socket \
+                      '/tmp/lockstep-tests/a-rather-long-cluster-directory-name-1234/node2/mariadbd.sock' (2)\n";
+        let error =
+            Error::Command { command: "mariadb".into(), status: "exit status: 1".into(), output: output.into() };
+        assert_eq!(why_unread(&error, Some(Path::new("/nonexistent/node2/mariadbd.pid"))), "not running");
+        let why = why_unread(&error, None);
+        assert!(why.starts_with("2002 (HY000): Can't connect") && why.ends_with("mariadbd.sock' (2)"), "{why}");
+    }
 }
