@@ -466,18 +466,23 @@ pub fn default_provider() -> PathBuf {
 mod tests {
     use super::*;
 
-    #[test]
-    fn layout_survives_the_state_file() {
-        let layout = Layout {
+    /// Two nodes on Galera's library, with TLS and an arbitrator running `program`.
+    fn two_nodes(provider_options: &str, program: PathBuf) -> Layout {
+        Layout {
             provider: PathBuf::from("/usr/lib/galera/libgalera_smm.so"),
-            provider_options: "gcs.fc_limit=32;gcache.size=64M".into(),
+            provider_options: provider_options.into(),
             tls: true,
             ports: vec![
                 NodePorts { client: 23000, group: 23001, sst: 23003 },
                 NodePorts { client: 23004, group: 23005, sst: 23007 },
             ],
-            arbitrator: Some((23009, PathBuf::from("/opt/lock step/lockstep"))),
-        };
+            arbitrator: Some((23009, program)),
+        }
+    }
+
+    #[test]
+    fn layout_survives_the_state_file() {
+        let layout = two_nodes("gcs.fc_limit=32;gcache.size=64M", PathBuf::from("/opt/lock step/lockstep"));
         assert_eq!(Layout::parse(&layout.render()), Some(layout));
         let older = Layout::parse("provider /x.so\nprovider_options \nnode client_port=1 group_port=2 sst_port=3\n");
         assert!(!older.expect("a state file from before TLS").tls);
@@ -583,16 +588,7 @@ mod tests {
     #[test]
     fn a_restart_refuses_settings_that_differ_from_the_cluster() {
         let program = std::env::current_exe().unwrap();
-        let layout = Layout {
-            provider: PathBuf::from("/usr/lib/galera/libgalera_smm.so"),
-            provider_options: "gcs.fc_limit=32".into(),
-            tls: true,
-            ports: vec![
-                NodePorts { client: 23000, group: 23001, sst: 23003 },
-                NodePorts { client: 23004, group: 23005, sst: 23007 },
-            ],
-            arbitrator: Some((23009, program.clone())),
-        };
+        let layout = two_nodes("gcs.fc_limit=32", program.clone());
         let cluster = Cluster::from_layout(Path::new("/tmp/c"), &layout);
         cluster.refuse_changes(&Requested::default()).unwrap();
         let same = Requested {
