@@ -403,4 +403,13 @@ mod tests {
     fn a_member_whose_join_view_fell_in_a_gap_still_joins() {
         run_seed(2435, false).unwrap_or_else(|v| panic!("{v}"));
     }
+
+    /// Seed 36811: a synced member fell past what the leader retains (it had donated, five
+    /// members under partitions) and failed, as designed, while an applier waited for its
+    /// commit turn. The simulated server took that applier's `NodeFail` for a fault of the
+    /// provider; the real one rolls back and stops, and is restarted.
+    #[test]
+    fn a_member_that_fails_while_an_applier_waits_for_its_turn_stops_and_is_restarted() {
+        run_seed(36811, false).unwrap_or_else(|v| panic!("{v}"));
+    }
 }

@@ -867,6 +867,13 @@ impl Node {
                         }
                         Step::Continue(Applier::Idle)
                     }
+                    // The node failed while this applier waited for its turn (a gap in the
+                    // group's log past its position): the server rolls the writeset back, and
+                    // its applier, back in `recv`, leaves with the node's fatal error.
+                    Some(Status::NodeFail) if self.core().is_failed() => {
+                        self.fatal = true;
+                        Step::Block(Applier::Stopped)
+                    }
                     Some(other) => return Err(format!("an applier's commit_order_enter got {other:?}")),
                 }
             }
