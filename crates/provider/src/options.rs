@@ -278,7 +278,7 @@ impl Options {
         match spec.kind {
             Kind::Schedule => parse_schedule(value) == parse_schedule(current),
             Kind::Bool => parse_bool(value) == parse_bool(current),
-            Kind::Integer | Kind::Within(..) => value.parse::<i64>().ok() == current.parse().ok(),
+            Kind::Integer | Kind::Within(..) => parse_integer(value) == parse_integer(current),
             Kind::Size => parse_size(value) == parse_size(current),
             _ => value == current,
         }
@@ -309,7 +309,7 @@ impl Options {
 
     /// An integer option's value (0 for one that does not parse, which `apply` refuses).
     pub fn integer(&self, key: &str) -> i64 {
-        self.get(key).parse().unwrap_or(0)
+        parse_integer(self.get(key)).unwrap_or(0)
     }
 
     /// A size option's value (`u64::MAX` for one that does not parse, which `apply` refuses).
@@ -356,8 +356,8 @@ fn check_value(kind: Kind, value: &str) -> Result<(), ParseError> {
     let ok = match kind {
         Kind::Text => true,
         Kind::Bool => parse_bool(value).is_some(),
-        Kind::Integer => value.parse::<i64>().is_ok(),
-        Kind::Within(low, high) => value.parse::<i64>().is_ok_and(|v| (low..=high).contains(&v)),
+        Kind::Integer => parse_integer(value).is_some(),
+        Kind::Within(low, high) => parse_integer(value).is_some_and(|v| (low..=high).contains(&v)),
         Kind::Share { to_one } => value.parse::<f64>().is_ok_and(|v| v >= 0.0 && (v < 1.0 || to_one && v == 1.0)),
         Kind::Size => parse_size(value).is_some(),
         Kind::Period => parse_period(value).is_some(),
@@ -405,7 +405,25 @@ pub fn parse_schedule(value: &str) -> Option<Option<ThreadSchedule>> {
 }
 
 pub fn parse_size(value: &str) -> Option<u64> {
+    let (digits, shift) = split_unit(value.trim())?;
+    digits.parse::<u64>().ok()?.checked_mul(1u64 << shift)
+}
+
+/// A whole number as Galera reads one: a sign, digits, and K, M, G or T for a power of 1024
+/// (mtr sets `gcs.fc_limit=1K`).
+pub fn parse_integer(value: &str) -> Option<i64> {
     let value = value.trim();
+    let (negative, unsigned) = match value.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, value.strip_prefix('+').unwrap_or(value)),
+    };
+    let (digits, shift) = split_unit(unsigned)?;
+    let magnitude = digits.parse::<i64>().ok()?.checked_mul(1i64 << shift)?;
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// The digits of a size or a whole number, and the shift its unit suffix stands for.
+fn split_unit(value: &str) -> Option<(&str, u32)> {
     let (digits, unit) = match value.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
         Some((i, _)) => value.split_at(i),
         None => (value, ""),
@@ -418,7 +436,7 @@ pub fn parse_size(value: &str) -> Option<u64> {
         "T" => 40,
         _ => return None,
     };
-    digits.parse::<u64>().ok()?.checked_mul(1u64 << shift)
+    (!digits.is_empty()).then_some((digits, shift))
 }
 
 /// A period as Galera reads it: ISO 8601, `P[nY][nM][nD][T[nH][nM][nS]]` (a year is 12
@@ -583,7 +601,7 @@ mod tests {
     #[test]
     fn flow_control_limit_and_ports_and_commit_order_are_refused_outside_their_ranges() {
         let mut o = options();
-        for bad in ["gcs.fc_limit=0", "gcs.fc_limit=-1", "gcs.fc_limit=16M", "base_port=0", "base_port=65536"] {
+        for bad in ["gcs.fc_limit=0", "gcs.fc_limit=-1", "gcs.fc_limit=16X", "base_port=0", "base_port=65536"] {
             let err = o.apply(bad).unwrap_err().to_string();
             assert!(err.contains(bad.split('=').next().unwrap()), "{err}");
         }
@@ -593,6 +611,11 @@ mod tests {
         o.apply("gcs.fc_limit=1; base_port=65535; repl.commit_order=0").unwrap();
         o.apply("gcs.fc_limit=9223372036854775807").unwrap();
         assert_eq!(o.integer("gcs.fc_limit"), i64::MAX);
+        // Galera reads whole numbers with a K/M/G/T suffix (mtr inconsistency_shutdown).
+        o.apply("gcs.fc_limit=1K").unwrap();
+        assert_eq!(o.integer("gcs.fc_limit"), 1024);
+        assert!(o.apply("gcs.fc_limit=8T").is_ok() && o.apply("gcs.fc_limit=9000000T").is_err(), "overflow refused");
+        assert_eq!(super::parse_integer("-2k"), Some(-2048));
     }
 
     #[test]
