@@ -122,10 +122,18 @@ impl Cluster {
         let text = fs::read_to_string(&path).map_err(|e| match e.kind() {
             // Only a creation killed before its end leaves node directories without the state file.
             io::ErrorKind::NotFound if dir.join("node1").exists() => {
-                let dir = dir.display();
+                // Only what `cluster up` makes, named one by one: the directory may hold other files.
+                let made: Vec<String> = (1..)
+                    .map(|n| dir.join(format!("node{n}")))
+                    .take_while(|path| path.exists())
+                    .chain(Some(dir.join(TLS_DIR)).filter(|path| path.exists()))
+                    .map(|path| path.display().to_string())
+                    .collect();
                 Error::Invalid(format!(
-                    "{dir} holds no cluster, only the start of one (no {STATE_FILE}: a `cluster up` that did \
-                     not finish): remove {dir}/node* and {dir}/{TLS_DIR}, or all of {dir}, and run `cluster up` again"
+                    "{} holds no cluster, only the start of one (no {STATE_FILE}: a `cluster up` that did not \
+                     finish): remove {} and run `cluster up` again",
+                    dir.display(),
+                    made.join(" ")
                 ))
             }
             io::ErrorKind::NotFound => Error::Invalid(format!("{} holds no cluster (no {STATE_FILE})", dir.display())),
@@ -447,8 +455,22 @@ fn find_program(program: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// `path` made absolute, with `.` and `..` resolved by name: a `..` left in would make
+/// `missing/..` look absent to every "already exists" check while naming a directory that
+/// holds a cluster.
 fn absolute(path: &Path) -> Result<PathBuf> {
-    std::path::absolute(path).map_err(|e| Error::io_path("resolve", path, e))
+    let absolute = std::path::absolute(path).map_err(|e| Error::io_path("resolve", path, e))?;
+    let mut resolved = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                resolved.pop();
+            }
+            other => resolved.push(other),
+        }
+    }
+    Ok(resolved)
 }
 
 /// The provider to load when none is named: `LOCKSTEP_PROVIDER`, else this workspace's
@@ -578,9 +600,14 @@ mod tests {
         let error = Cluster::open(&dir).err().expect("no cluster").to_string();
         assert!(error.ends_with("holds no cluster (no cluster.state)"), "{error}");
         fs::create_dir_all(dir.join("node1/data")).unwrap();
+        fs::create_dir_all(dir.join("node2")).unwrap();
+        fs::create_dir_all(dir.join("node_modules")).unwrap();
         let error = Cluster::open(&dir).err().expect("no cluster").to_string();
-        let expected =
-            format!("remove {0}/node* and {0}/tls, or all of {0}, and run `cluster up` again", dir.display());
+        let expected = format!("remove {0}/node1 {0}/node2 and run `cluster up` again", dir.display());
+        assert!(error.ends_with(&expected), "{error}");
+        // The same directory named through a `..` is the same directory.
+        let through_parent = dir.join("missing/..");
+        let error = Cluster::open(&through_parent).err().expect("no cluster").to_string();
         assert!(error.ends_with(&expected), "{error}");
         fs::remove_dir_all(&dir).unwrap();
     }
