@@ -24,10 +24,11 @@ use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Version 5: the preload carries the inconsistency votes (version 4 had the certification
-/// index's key chains as 64-bit hashes, version 3 128-bit ones, version 2 their bytes; version
-/// 1 bare length prefixes instead of record frames).
-const MAGIC: &[u8; 8] = b"LSIST\x00\x00\x05";
+/// Version 6: the preload carries the members donating (version 5 added the inconsistency
+/// votes; version 4 had the certification index's key chains as 64-bit hashes, version 3
+/// 128-bit ones, version 2 their bytes; version 1 bare length prefixes instead of record
+/// frames).
+const MAGIC: &[u8; 8] = b"LSIST\x00\x00\x06";
 const HEADER: u8 = 1;
 const WRITESET: u8 = 2;
 const SKIPPED: u8 = 3;
@@ -84,6 +85,9 @@ pub struct Preload {
     pub synced: Vec<MemberId>,
     /// `synced` is the sender's guess, not the group's (core/donor_choice.rs).
     pub synced_guessed: bool,
+    /// Members chosen to donate, with their incarnation then, until they announce the
+    /// donation's end (docs/design/donor-chosen-twice.md).
+    pub donors: Vec<(MemberId, u64)>,
     /// How many control messages ordered after the stream's point (`Header::at`) the sender
     /// had taken when it made this state: several requests of one joiner ordered there
     /// each get a donor, and a state made for a later one holds their effects already.
@@ -225,6 +229,10 @@ impl Preload {
         }
         w.u64(self.barrier as u64);
         w.bool(self.synced_guessed).u32(self.controls);
+        w.len(self.donors.len());
+        for (member, incarnation) in &self.donors {
+            w.u64(member.0).u64(*incarnation);
+        }
         self.votes.encode(&mut w);
         w.bytes
     }
@@ -255,8 +263,11 @@ fn decode_part(body: &[u8], optimistic_pa: bool) -> Result<Option<Part>, DecodeE
             let synced = (0..r.len(8)?).map(|_| r.u64().map(MemberId)).collect::<Result<_, _>>()?;
             let barrier = r.u64()? as Seqno;
             let (synced_guessed, controls) = (r.bool()?, r.u32()?);
+            let donors =
+                (0..r.len(16)?).map(|_| Ok((MemberId(r.u64()?), r.u64()?))).collect::<Result<_, DecodeError>>()?;
             let votes = Votes::decode(&mut r)?;
-            Some(Part::Preload(Box::new(Preload { index, cuts, synced, synced_guessed, controls, barrier, votes })))
+            let preload = Preload { index, cuts, synced, synced_guessed, donors, controls, barrier, votes };
+            Some(Part::Preload(Box::new(preload)))
         }
         END => None,
         _ => return Err(DecodeError("unknown state transfer frame")),
@@ -429,6 +440,7 @@ pub(crate) mod tests {
             cuts: vec![(MemberId(3), 9)],
             synced: vec![MemberId(1), MemberId(2)],
             synced_guessed: false,
+            donors: vec![],
             controls: 0,
             barrier: 11,
             votes: Votes::default(),
@@ -496,15 +508,18 @@ pub(crate) mod tests {
             assert!(decode_part(&body[..cut], true).is_err());
         }
         assert!(Header::decode(&Item::Skipped { seqno: 1 }.encode()).is_err());
-        // Whether the synced set was a guess, and the votes, travel.
+        // Whether the synced set was a guess, the members donating, and the votes travel.
         let votes = Votes {
             open: vec![(12, vec![(MemberId(1), 7), (MemberId(2), 0)])],
             decided: vec![9, 11],
             snapshot_joiners: vec![(MemberId(3), 12)],
         };
-        let sent = Preload { synced_guessed: true, controls: 3, votes: votes.clone(), ..preload() };
+        let donors = vec![(MemberId(2), 3)];
+        let sent =
+            Preload { synced_guessed: true, donors: donors.clone(), controls: 3, votes: votes.clone(), ..preload() };
         let decoded = Preload::decode(&sent.encode(), true).unwrap().expect("a preload");
         assert!(decoded.synced_guessed && decoded.controls == 3);
+        assert_eq!(decoded.donors, donors);
         assert_eq!(decoded.votes, votes);
         assert!(!Preload::decode(&body, true).unwrap().expect("a preload").synced_guessed);
     }

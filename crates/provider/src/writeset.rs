@@ -46,7 +46,9 @@ pub enum Control {
     /// The sender has the group's state and has caught up with the order. `since`: it was
     /// already synced when it sent this, and has been since its own announcement ordered
     /// after that seqno (none: it was not synced yet; this announcement makes it so).
-    Synced { since: Option<Seqno> },
+    /// `ends_donation`: sent as a donation of the sender ended; while the sender donates, only
+    /// such an announcement makes it a donor candidate again (docs/design/donor-chosen-twice.md).
+    Synced { since: Option<Seqno>, ends_donation: bool },
     /// How committing `seqno` ended on the sender: 0 committed, else a hash of its error
     /// (core/vote.rs).
     Vote { seqno: Seqno, outcome: u64 },
@@ -310,10 +312,14 @@ impl Control {
                 }
                 w.bytes
             }
-            Control::Synced { since } => {
+            Control::Synced { since, ends_donation } => {
                 let mut w = header(SYNCED);
                 if let Some(since) = since {
                     w.u64(*since as u64);
+                }
+                // Last, and only when set: a log written before it was known reads the same.
+                if *ends_donation {
+                    w.bool(true);
                 }
                 w.bytes
             }
@@ -381,7 +387,10 @@ impl Control {
                 }
                 Control::TransferFailed { joiner, id, rcode }
             }
-            SYNCED => Control::Synced { since: if r.remaining() > 0 { Some(r.u64()? as Seqno) } else { None } },
+            SYNCED => {
+                let since = if r.remaining() >= 8 { Some(r.u64()? as Seqno) } else { None };
+                Control::Synced { since, ends_donation: r.remaining() > 0 && r.bool()? }
+            }
             DONOR_CHOICE => {
                 let (joiner, id) = (MemberId(r.u64()?), r.u64()?);
                 let donor = if r.remaining() > 0 { Some(MemberId(r.u64()?)) } else { None };
@@ -499,9 +508,10 @@ mod tests {
             }),
             Control::DonorChoice { joiner: MemberId(2), id: 79, donor: Some(MemberId(3)) },
             Control::DonorChoice { joiner: MemberId(2), id: 80, donor: None },
-            Control::Synced { since: None },
-            Control::Synced { since: Some(0) },
-            Control::Synced { since: Some(1234) },
+            Control::Synced { since: None, ends_donation: false },
+            Control::Synced { since: Some(0), ends_donation: false },
+            Control::Synced { since: Some(1234), ends_donation: true },
+            Control::Synced { since: None, ends_donation: true },
             Control::Vote { seqno: 12, outcome: 0x5eed },
             Control::Flow { ask: u8::MAX, rate: 0 },
             Control::Flow { ask: 1, rate: 2_500 },
@@ -570,7 +580,7 @@ mod tests {
             assert!(Writeset::decode(ws[..cut].to_vec()).is_err());
         }
         assert!(Control::decode(&ws).is_err());
-        assert!(Writeset::decode(Control::Synced { since: None }.encode()).is_err());
+        assert!(Writeset::decode(Control::Synced { since: None, ends_donation: false }.encode()).is_err());
     }
 
     #[test]

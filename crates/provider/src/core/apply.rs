@@ -591,12 +591,10 @@ impl<W: Clone + PartialEq> Core<W> {
     pub fn view_applied(&mut self, seqno: Seqno) -> bool {
         self.finish_both(seqno);
         // Not while donating (or desynced): the request took the donor out of the synced
-        // set, and its announcement at the transfer's end puts it back; one here would make
-        // it the donor of the next joiner while it still donates (mtr galera_wan_restart_ist:
-        // "unallowed state transition: donor -> donor" when a fourth node joined during the
-        // third one's transfer).
+        // set, and its announcement at the transfer's end puts it back
+        // (docs/design/donor-chosen-twice.md).
         if self.desync_count == 0 {
-            self.announce_synced();
+            self.announce_synced(false);
         }
         let resync = std::mem::take(&mut self.synced_before_loss)
             && self.phase == Phase::Joined
@@ -821,7 +819,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.restart_windows(position.seqno);
         self.save_state(Gtid::new(position.uuid, SEQNO_UNDEFINED));
         self.set_phase(Phase::Joined);
-        self.announce_synced();
+        self.announce_synced(false);
         log::info!("state transfer complete at {position}; catching up with the group");
         self.expect_stream();
         self.snapshot_reaches_stream();
@@ -974,6 +972,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.certification.set_optimistic_pa(self.settings.optimistic_pa);
         self.ordering.cuts = preload.cuts.into_iter().collect();
         self.ordering.synced = preload.synced.into_iter().collect();
+        self.ordering.donors = preload.donors.into_iter().collect();
         self.ordering.synced_unknown = false;
         // A state made for another of our requests ordered after the same seqno (a later one
         // holds effects we will take again, an earlier one lacks some we took): its synced
@@ -1320,6 +1319,7 @@ impl<W: Clone + PartialEq> Core<W> {
             cuts: self.ordering.cuts.iter().map(|(id, cut)| (*id, *cut)).collect(),
             synced: self.ordering.synced.iter().copied().collect(),
             synced_guessed: self.guesses_who_is_synced(),
+            donors: self.ordering.donors.iter().map(|(id, incarnation)| (*id, *incarnation)).collect(),
             controls: self.ordering.controls_after,
             barrier: self.ordering.barrier,
             votes: self.votes(),
@@ -1413,7 +1413,7 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.unordered_failures.push((r.joiner, r.request_id, rcode));
             self.effects.send.push((failure, super::ordering::TRANSFER_FAILED_TAG));
         }
-        self.announce_synced();
+        self.announce_synced(true);
     }
 
     /// The transfer this joiner waits for failed: it will never receive the state (the
@@ -1445,7 +1445,7 @@ impl<W: Clone + PartialEq> Core<W> {
     /// (`Core::snapshot_reaches_stream`). Nothing if the connection `generation` ended meanwhile.
     pub fn donated_stream_only(&mut self, generation: u64) {
         if self.is_current(generation) {
-            self.announce_synced();
+            self.announce_synced(true);
         }
     }
 }

@@ -126,7 +126,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.rollbacks.clear();
         // What the old member failed to get ordered is not the new one's to say: a synced
         // announcement sent again would make a joiner a donor candidate before its transfer.
-        self.ordering.announce_synced_again = false;
+        self.ordering.announce_synced_again = None;
         self.ordering.report_failures_again = false;
         self.ordering.unordered_failures.clear();
         // Votes are on the old connection's seqnos; its waiters were woken at its close.
@@ -373,6 +373,11 @@ impl<W: Clone + PartialEq> Core<W> {
         if origin == me {
             self.flow_check();
         }
+    }
+
+    /// A donation or the server's `desync` is under way (the server reports "Donor/Desynced").
+    pub fn desynced(&self) -> bool {
+        self.desync_count > 0
     }
 
     pub fn desync(&mut self) -> Status {

@@ -120,6 +120,7 @@ impl<W: Clone + PartialEq> Core<W> {
         };
         let donor_name = name_of(donor);
         self.ordering.synced.remove(&donor);
+        self.ordering.donors.insert(donor, incarnation_in(&c.view.members, donor).unwrap_or(0));
         self.ordering.synced.remove(&origin);
         if request.has_state {
             self.ordering.snapshot_joiners.remove(&origin);
@@ -160,7 +161,13 @@ impl<W: Clone + PartialEq> Core<W> {
                 self.set_catch_up(CatchUp::AtRequest(after));
             }
         }
-        if donor == me {
+        // Our member id in a view of our previous incarnation (we restarted before the group
+        // dropped it) names that incarnation, not us: it was chosen, and its joiner finds
+        // it gone and asks again (provider simulator, seed 55: a restarted member donated for
+        // a joiner that had left, and was chosen again meanwhile).
+        let c = self.connection.as_ref().expect("checked");
+        let this_incarnation = incarnation_in(&c.view.members, me).map(|i| super::member_uuid(me, i)) == Some(c.member);
+        if donor == me && this_incarnation {
             let StateRequest { sst_request, position, has_state, ist_addr, own_order, id, .. } = request;
             let donation = self.donation(origin, id, sst_request, after, position, has_state, ist_addr, own_order);
             self.push_event(Event::Donate(Box::new(donation)));

@@ -316,6 +316,10 @@ struct Ordering<W> {
     members: Vec<MemberId>,
     /// Members announced synced (donor candidates).
     synced: BTreeSet<MemberId>,
+    /// Members chosen to donate, with their incarnation then, until they announce the
+    /// donation's end: what they announce to views meanwhile does not make them donor
+    /// candidates again (docs/design/donor-chosen-twice.md).
+    donors: BTreeMap<MemberId, u64>,
     /// Members whose latest state request, ordered after this seqno with a donor chosen,
     /// asked for a snapshot (no state of their own), until they announce themselves synced:
     /// their vote on a seqno up to that one can only be success (core/vote.rs).
@@ -334,8 +338,9 @@ struct Ordering<W> {
     last_cut: Option<(Seqno, u64)>,
     /// The index holds the group's certification state (see `Observation::Certified`).
     index_from_group: bool,
-    /// Our synced announcement was not ordered: it is sent again.
-    announce_synced_again: bool,
+    /// Our synced announcement was not ordered: it is sent again, ending a donation if
+    /// it or another one not ordered did.
+    announce_synced_again: Option<bool>,
     /// Failures of our donations reported to the group and not yet seen ordered (joiner,
     /// request id, code); `report_failures_again`: one was not ordered, and they are sent
     /// again once primary (a joiner whose donor's failure is lost waits for its own script).
@@ -363,6 +368,7 @@ impl<W> Default for Ordering<W> {
             cuts: HashMap::new(),
             members: Vec::new(),
             synced: BTreeSet::new(),
+            donors: BTreeMap::new(),
             snapshot_joiners: BTreeMap::new(),
             synced_unknown: false,
             synced_guessed: false,
@@ -370,7 +376,7 @@ impl<W> Default for Ordering<W> {
             verdicts: apply::Verdicts::default(),
             last_cut: None,
             index_from_group: false,
-            announce_synced_again: false,
+            announce_synced_again: None,
             unordered_failures: Vec::new(),
             report_failures_again: false,
             controls_after: 0,

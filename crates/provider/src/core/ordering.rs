@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 /// The tag of our synced announcements: the group reports their failures with it (writesets
 /// and barriers take their tags from the local ids, which start at 1).
 pub const SYNCED_TAG: u64 = u64::MAX;
+/// The tag of the synced announcement that ends a donation of ours.
+pub(super) const DONATION_ENDED_TAG: u64 = u64::MAX - 3;
 /// The tag of our donations' failures (see `Core::end_donation`).
 pub(super) const TRANSFER_FAILED_TAG: u64 = u64::MAX - 2;
 
@@ -265,8 +267,10 @@ impl<W: Clone + PartialEq> Core<W> {
         if primary {
             self.ask_again_due(now_ms);
         }
-        if primary && std::mem::take(&mut self.ordering.announce_synced_again) {
-            self.announce_synced();
+        if primary {
+            if let Some(ends_donation) = self.ordering.announce_synced_again.take() {
+                self.announce_synced(ends_donation);
+            }
         }
         if primary && std::mem::take(&mut self.ordering.report_failures_again) {
             for &(joiner, id, rcode) in &self.ordering.unordered_failures {
@@ -298,9 +302,10 @@ impl<W: Clone + PartialEq> Core<W> {
         if !self.is_current(generation) {
             return;
         }
-        if local_id == SYNCED_TAG {
+        if local_id == SYNCED_TAG || local_id == DONATION_ENDED_TAG {
             // Nothing else makes this member synced: say it again once primary.
-            self.ordering.announce_synced_again = true;
+            let ended = self.ordering.announce_synced_again.unwrap_or_default() || local_id == DONATION_ENDED_TAG;
+            self.ordering.announce_synced_again = Some(ended);
             return;
         }
         if local_id == TRANSFER_FAILED_TAG {
@@ -422,6 +427,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.certification.set_optimistic_pa(self.settings.optimistic_pa);
         self.ordering.cuts = preload.cuts.into_iter().collect();
         self.ordering.synced = preload.synced.into_iter().collect();
+        self.ordering.donors = preload.donors.into_iter().collect();
         self.ordering.barrier = preload.barrier;
         self.ordering.verdicts.known_from(committed + 1, failed);
         self.ordering.synced_unknown = false;
@@ -691,6 +697,11 @@ impl<W: Clone + PartialEq> Core<W> {
                 before.is_none_or(|before| incarnation_in(&view.members, id) == Some(before))
             };
             self.ordering.synced.retain(|id| view.contains(*id) && same_incarnation(*id));
+            // A donor out of this view keeps donating (it may come back with the same
+            // incarnation, its script still running); one back as a new incarnation does not.
+            self.ordering
+                .donors
+                .retain(|id, incarnation| incarnation_in(&view.members, *id).is_none_or(|now| now == *incarnation));
             self.ordering.snapshot_joiners.retain(|id, _| view.contains(*id));
             // Members that left no longer vote: what they said or would say does not count.
             self.tally_all();
@@ -702,6 +713,7 @@ impl<W: Clone + PartialEq> Core<W> {
             // synced until a donor's state says otherwise.
             // An arbitrator holds no data: never synced, never a donor.
             self.ordering.synced = view.members.iter().filter(|m| !m.arbitrator && m.id != me).map(|m| m.id).collect();
+            self.ordering.donors.clear();
             self.ordering.synced_unknown = false;
             self.ordering.synced_guessed = true;
         }
@@ -857,18 +869,25 @@ impl<W: Clone + PartialEq> Core<W> {
                     self.flow_ordered(origin, ask, rate);
                 }
             }
-            Control::Synced { since } => {
-                self.ordering.synced.insert(origin);
+            Control::Synced { since, ends_donation } => {
+                // While a member donates, only its donation's end says it no longer does: an
+                // announcement it made to a view, sent before it read the request or before
+                // its donation started, says nothing of it now.
+                let donating = self.ordering.donors.contains_key(&origin) && !ends_donation;
+                if !donating {
+                    self.ordering.donors.remove(&origin);
+                    self.ordering.synced.insert(origin);
+                }
                 self.ordering.snapshot_joiners.remove(&origin);
                 if origin == me && live {
                     self.push_event(Event::Synced { after });
                 }
                 if origin != me && live {
                     self.synced_member_seen(origin, since);
-                    // Only a member that was not synced says something of a transfer it
-                    // donated: one synced all along may have sent this before it took our
-                    // request (its announcement to a new view, ordered after the request).
-                    if since.is_none() {
+                    // Only what ends a donation says something of a transfer the member
+                    // donated: an announcement to a view, sent before it took our request or
+                    // while its donation runs, does not.
+                    if !donating {
                         self.script_verdict_due(self.clock_ms, Some(origin));
                     }
                 }
@@ -951,10 +970,12 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     /// Announces this member synced: once its announcement comes back through the order and
-    /// everything before it is applied, it is (see `become_synced`).
-    pub(super) fn announce_synced(&mut self) {
+    /// everything before it is applied, it is (see `become_synced`). `ends_donation`: as a
+    /// donation of ours ends.
+    pub(super) fn announce_synced(&mut self, ends_donation: bool) {
         let since = if self.phase == Phase::Synced { self.synced_since } else { None };
-        self.effects.send.push((Control::Synced { since }, SYNCED_TAG));
+        let tag = if ends_donation { DONATION_ENDED_TAG } else { SYNCED_TAG };
+        self.effects.send.push((Control::Synced { since, ends_donation }, tag));
     }
 
     /// A live announcement of another member, ordered after our first live view: if that

@@ -48,7 +48,12 @@ fn connect(core: &mut Core<u32>) -> u64 {
 
 fn synced_from(core: &mut Core<u32>, generation: u64, origin: MemberId, since: Option<Seqno>) {
     let live = DeliveryContext { history: HISTORY, replayed: false };
-    core.on_delivered(generation, 4, Payload::Control { origin, control: Control::Synced { since } }, live);
+    core.on_delivered(
+        generation,
+        4,
+        Payload::Control { origin, control: Control::Synced { since, ends_donation: false } },
+        live,
+    );
 }
 
 fn restart(core: &Core<u32>) -> Restart {

@@ -99,9 +99,11 @@ fn preload(at: Seqno) -> Preload {
     Preload {
         index: CertificationIndex::new(at),
         cuts: vec![],
-        synced: vec![DONOR],
+        // Made at the request, the first control message ordered after `at` in these tests:
+        // member 1 donates.
+        synced: vec![],
         synced_guessed: false,
-        // Made at the request, the first control message ordered after `at` in these tests.
+        donors: vec![(DONOR, 1)],
         controls: 1,
         barrier: at,
         votes: Default::default(),
@@ -157,9 +159,9 @@ fn a_second_state_transfer_result_is_ignored() {
 }
 
 /// The server's script fails while its donor stays in the group: the transfer failed once
-/// the donor reports its own failure, announces itself synced again (its side ended), or
-/// `SCRIPT_VERDICT_MS` pass; the handshake waits until then. A donor's announcement as a
-/// member synced all along (sent to a new view before it took the request, ordered after it)
+/// the donor reports its own failure, announces its donation's end, or `SCRIPT_VERDICT_MS`
+/// pass; the handshake waits until then. A donor's announcement to a view (sent before it
+/// took the request, ordered after it, or after it came back to the primary component)
 /// decides nothing: it made the unit test of the runtime flaky.
 #[test]
 fn the_servers_own_failure_ends_the_handshake_too() {
@@ -168,7 +170,7 @@ fn the_servers_own_failure_ends_the_handshake_too() {
             core.on_delivered(generation, 2, control(DONOR, failure(JOINER, REQUEST, -22)), live());
         },
         |core, generation| {
-            core.on_delivered(generation, 2, control(DONOR, SYNCED), live());
+            core.on_delivered(generation, 2, control(DONOR, DONATION_ENDED), live());
         },
         |core, generation| {
             let present = test_status(JOINER, true, &[DONOR, JOINER]);
@@ -185,8 +187,15 @@ fn the_servers_own_failure_ends_the_handshake_too() {
         assert_eq!(core.phase(), Phase::Joining(Handshake::ScriptFailed { rcode: -22 }));
         assert_eq!(core.transfer_failed(), None, "its donor may have crashed");
         assert_eq!(core.handshake_step(generation, &APPLIER), None, "waits for the group's word on the donor");
-        core.on_delivered(generation, 2, control(DONOR, Control::Synced { since: Some(1) }), live());
+        core.on_delivered(
+            generation,
+            2,
+            control(DONOR, Control::Synced { since: Some(1), ends_donation: false }),
+            live(),
+        );
         assert_eq!(core.transfer_failed(), None, "synced all along: not the end of its donation");
+        core.on_delivered(generation, 2, control(DONOR, SYNCED), live());
+        assert_eq!(core.transfer_failed(), None, "back after a loss of the primary component: nor that");
         decide(&mut core, generation);
         assert_eq!(core.transfer_failed(), Some(-22));
         assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::Failed { rcode: -22 }));
@@ -243,10 +252,18 @@ fn a_script_broken_by_its_donors_crash_is_started_again_for_another_donor() {
         if try_number < NEW_SCRIPTS_MAX {
             // It comes back as a new incarnation, synced, for the next try.
             let mut rejoined = test_status(JOINER, true, &[DONOR, JOINER, OTHER]);
-            rejoined.view.members.iter_mut().filter(|m| m.id == donor).for_each(|m| m.incarnation += 1);
+            rejoined
+                .view
+                .members
+                .iter_mut()
+                .filter(|m| m.id == donor)
+                .for_each(|m| m.incarnation += u64::from(try_number));
             core.on_group_status(generation, &rejoined, 10_000 * u64::from(try_number));
             assert_eq!(core.phase(), Phase::Joining(Handshake::NewScript), "try {try_number}");
-            core.on_delivered(generation, 3, control(donor, SYNCED), live());
+            // Its new incarnation's view ends what it donated before.
+            let seqno = 3 + Seqno::from(try_number);
+            core.on_delivered(generation, seqno, Payload::View(rejoined.view.clone()), live());
+            core.on_delivered(generation, seqno, control(donor, SYNCED), live());
         } else {
             assert_eq!(core.transfer_failed(), Some(-32), "no new script after {NEW_SCRIPTS_MAX}");
         }
@@ -276,7 +293,9 @@ fn donating() -> (Core<u32>, Donation) {
 }
 
 /// A synced announcement as `SYNCED`, whatever seqno it says the node is synced since.
-const SYNCED: Control = Control::Synced { since: None };
+const SYNCED: Control = Control::Synced { since: None, ends_donation: false };
+/// The announcement that ends a donation.
+const DONATION_ENDED: Control = Control::Synced { since: None, ends_donation: true };
 
 fn sent(core: &mut Core<u32>) -> Vec<Control> {
     let effects = core.take_effects().send.into_iter();
@@ -659,6 +678,51 @@ fn a_stream_that_cannot_reach_the_servers_snapshot_stops_the_joiner() {
     assert!(core.is_failed(), "seqno 3 would be certified by this node alone");
 }
 
+/// The donations among the tasks `core` runs next, by joiner.
+fn donations(core: &mut Core<u32>, generation: u64) -> Vec<MemberId> {
+    std::iter::from_fn(|| match core.next_task(generation, &APPLIER) {
+        Some(Task::Run(event)) => Some(event),
+        _ => None,
+    })
+    .filter_map(|event| match event {
+        Event::Donate(d) => Some(d.joiner),
+        _ => None,
+    })
+    .collect()
+}
+
+#[test]
+fn a_donors_announcement_sent_before_it_was_chosen_does_not_make_it_a_donor_again() {
+    // Member 1 donates for member 2's request, ordered after the view at seqno 2. Its
+    // announcement to that view (synced since seqno 1) was sent before it read the request
+    // and is ordered after it; then member 3 asks (mtr galera_circular_replication:
+    // "unallowed state transition: donor -> donor").
+    let (mut core, _) = donating();
+    let generation = core.generation();
+    let (second, fourth) = (MemberId(4), MemberId(5));
+    core.on_delivered(generation, 2, control(DONOR, Control::Synced { since: Some(1), ends_donation: false }), live());
+    core.on_delivered(generation, 3, view(3, &[DONOR, JOINER, OTHER]), live());
+    core.on_delivered(generation, 3, control(OTHER, request(REQUEST + 1)), live());
+    assert_eq!(donations(&mut core, generation), [], "still donating: no donor for member 3");
+    assert_eq!(core.preload().donors, [(DONOR, 1)], "a joiner's state says so too");
+
+    // Only its announcement at the transfer's end makes it a donor again: not one as a
+    // member not yet synced (it came back to the primary component after a loss; provider
+    // simulator, seed 7 of the invariant that a member donates one state at a time).
+    core.on_delivered(generation, 3, control(DONOR, DONATION_ENDED), live());
+    assert!(core.preload().donors.is_empty());
+    core.on_delivered(generation, 4, view(4, &[DONOR, JOINER, OTHER, second]), live());
+    core.on_delivered(generation, 4, control(second, request(REQUEST + 2)), live());
+    assert_eq!(donations(&mut core, generation), [second]);
+    core.on_delivered(generation, 5, view(5, &[DONOR, JOINER, OTHER, second, fourth]), live());
+    core.on_delivered(generation, 5, control(DONOR, SYNCED), live());
+    core.on_delivered(generation, 5, control(fourth, request(REQUEST + 3)), live());
+    assert_eq!(donations(&mut core, generation), []);
+    core.on_delivered(generation, 5, control(DONOR, DONATION_ENDED), live());
+    core.on_delivered(generation, 5, control(fourth, request(REQUEST + 4)), live());
+    assert_eq!(donations(&mut core, generation), [fourth]);
+}
+
 #[test]
 fn a_donor_asked_for_the_stream_alone_runs_no_script() {
     let (mut core, donation) = donating();
@@ -793,7 +857,7 @@ fn a_member_that_connected_again_is_no_longer_taken_as_synced() {
     let (mut core, _) = donating();
     let generation = core.generation();
     // Member 1 donated to member 2; both announce themselves synced.
-    core.on_delivered(generation, 2, control(DONOR, SYNCED), live());
+    core.on_delivered(generation, 2, control(DONOR, DONATION_ENDED), live());
     core.on_delivered(generation, 2, control(JOINER, SYNCED), live());
     let asking = |id| {
         let mut asked = request(id);
@@ -806,7 +870,7 @@ fn a_member_that_connected_again_is_no_longer_taken_as_synced() {
     core.on_delivered(generation, 3, asking(REQUEST + 1), live());
     assert_eq!(core.connection().unwrap().view.members[1].incarnation, 1);
     assert!(!core.ordering.synced.contains(&JOINER), "member 2 was chosen to donate");
-    core.on_delivered(generation, 3, control(JOINER, SYNCED), live());
+    core.on_delivered(generation, 3, control(JOINER, DONATION_ENDED), live());
     assert!(core.ordering.synced.contains(&JOINER));
     // Member 2's server restarted within the eviction timeout: same member, new incarnation.
     let Payload::View(mut again) = view(4, &[DONOR, JOINER, OTHER]) else { unreachable!() };

@@ -404,6 +404,19 @@ mod tests {
         run_seed(2435, false).unwrap_or_else(|v| panic!("{v}"));
     }
 
+    /// Seeds 7, 55 and 2843 of the invariant that a member donates one state at a time: a
+    /// donor that came back to the primary component announced itself not yet synced while it
+    /// still donated, and the others took that for its donation's end; a member restarted
+    /// before the group dropped its previous incarnation donated for a request that had chosen
+    /// that incarnation; a donor cut off by a partition was forgotten as one, and donated late
+    /// (each was chosen again meanwhile; docs/design/donor-chosen-twice.md).
+    #[test]
+    fn a_member_donates_one_state_at_a_time() {
+        for seed in [7, 55, 2843] {
+            run_seed(seed, false).unwrap_or_else(|v| panic!("{v}"));
+        }
+    }
+
     /// Seed 36811: a synced member fell past what the leader retains (it had donated, five
     /// members under partitions) and failed, as designed, while an applier waited for its
     /// commit turn. The simulated server took that applier's `NodeFail` for a fault of the

@@ -996,7 +996,7 @@ impl Node {
             }
             Event::Donate(donation) => {
                 if turn != Turn::Ended {
-                    self.donate(*donation, env);
+                    self.donate(*donation, env)?;
                 }
                 Applier::Idle
             }
@@ -1159,7 +1159,7 @@ impl Node {
     /// The donor's side: the incremental part from the cache (when it holds the gap and the
     /// verdicts), the certification state through its wire format, and the server's
     /// snapshot or position-only confirmation.
-    fn donate(&mut self, d: Donation, env: &mut Env<'_>) {
+    fn donate(&mut self, d: Donation, env: &mut Env<'_>) -> Result<(), String> {
         if env.trace {
             println!(
                 "[{:>6} ms] node {} donates to {} ({}) after {}",
@@ -1193,7 +1193,7 @@ impl Node {
         // Position only when the gap travels with the group's verdicts, or the joiner certified
         // it with the group's state itself (`Donation::position_only`).
         let bypass = d.position_only(gap.is_some());
-        let Some((to, incarnation)) = parse_sim_address(&d.ist_addr) else { return };
+        let Some((to, incarnation)) = parse_sim_address(&d.ist_addr) else { return Ok(()) };
         let from = gap.as_ref().map(|_| d.position.seqno + 1);
         env.transfers.push(PendingTransfer {
             to,
@@ -1214,8 +1214,9 @@ impl Node {
             // No script: the joiner's server took its state from a donor that left.
             let generation = self.generation;
             self.core().donated_stream_only(generation);
-            return;
+            return Ok(());
         }
+        env.checks.donation_starts(self.index, self.core().desynced())?;
         let state_id = self.core().donation_started(&d, bypass);
         let breaks = if self.quiet { None } else { donation_breaks(state_id.uuid, self.index, d.after) };
         if breaks == Some(crate::state_transfer::DONATION_REFUSED) {
@@ -1223,7 +1224,7 @@ impl Node {
                 println!("[{:>6} ms] node {} refuses to donate after {}", env.now_ms, self.index + 1, d.after);
             }
             self.core().donation_refused(&d, crate::state_transfer::DONATION_REFUSED);
-            return;
+            return Ok(());
         }
         let snapshot = (!bypass).then(|| self.db.snapshot(state_id.seqno));
         env.transfers.push(PendingTransfer {
@@ -1235,6 +1236,7 @@ impl Node {
             donor_incarnation: self.incarnation,
             kind: TransferKind::State { state_id, snapshot, broken: breaks.is_some(), script: sim_script(&d.request) },
         });
+        Ok(())
     }
 
     /// A transfer for this node arrived (see [`super::transfer`]).

@@ -7,6 +7,7 @@ mod commit_order;
 mod converged;
 mod dependencies;
 mod joiner_index;
+mod one_donation_at_a_time;
 mod same_donor;
 mod same_verdict;
 
@@ -74,6 +75,11 @@ pub trait Invariant {
     ) -> Result<(), String> {
         Ok(())
     }
+    /// `node`'s server is asked to donate; `already_donating`: a donation of its is under way
+    /// (its desync count is above 0).
+    fn donation_starts(&mut self, _node: usize, _already_donating: bool) -> Result<(), String> {
+        Ok(())
+    }
     /// A causal read on `node` started when `acked_before` was the newest acknowledged commit.
     fn causal_read(&mut self, _node: usize, _acked_before: Seqno, _db: &Db) -> Result<(), String> {
         Ok(())
@@ -98,6 +104,7 @@ impl Default for Checks {
                 Box::new(acked_present::AckedPresent::default()),
                 Box::new(joiner_index::JoinerIndex::default()),
                 Box::new(same_donor::SameDonor::default()),
+                Box::new(one_donation_at_a_time::OneDonationAtATime),
                 Box::new(dependencies::Dependencies::default()),
                 Box::new(causal_reads::CausalReads),
                 Box::new(converged::Converged),
@@ -161,6 +168,10 @@ impl Checks {
         donor: Option<MemberId>,
     ) -> Result<(), String> {
         self.each(|c| c.donor_taken(node, joiner, id, donor))
+    }
+
+    pub fn donation_starts(&mut self, node: usize, already_donating: bool) -> Result<(), String> {
+        self.each(|c| c.donation_starts(node, already_donating))
     }
 
     pub fn causal_read(&mut self, node: usize, acked_before: Seqno, db: &Db) -> Result<(), String> {
