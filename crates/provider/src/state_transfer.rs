@@ -34,6 +34,9 @@ pub fn choose_donor(
 /// The code Galera reports when a donor's server refuses to donate: `-ECANCELED`.
 pub const DONATION_REFUSED: i32 = -125;
 
+/// A joiner's transfer when its group communication failed for good: `-ENOTCONN`.
+pub const GROUP_FAILED: i32 = -107;
+
 /// A negative errno as the C library describes it (`-125` -> "Operation canceled").
 pub fn errno_text(rcode: i32) -> String {
     let text = std::io::Error::from_raw_os_error(rcode.saturating_neg()).to_string();

@@ -694,8 +694,15 @@ impl<W: Clone + PartialEq> Core<W> {
     /// How our request stands; `None` after registering `waiter`.
     pub fn handshake_step(&mut self, generation: u64, waiter: &W) -> Option<HandshakeStep> {
         let stream_failed = self.catch_up(generation) == Some(CatchUp::Failed);
-        if !self.is_current(generation) || self.failed || stream_failed {
+        if !self.is_current(generation) || stream_failed {
             return Some(HandshakeStep::Ended);
+        }
+        if self.failed {
+            // Mid-handshake, the failure ended the transfer too (`Core::fail`).
+            return Some(match self.phase {
+                Phase::Joining(Handshake::Failed { rcode }) => HandshakeStep::Failed { rcode },
+                _ => HandshakeStep::Ended,
+            });
         }
         match self.phase {
             Phase::Joining(Handshake::NoDonor) => Some(HandshakeStep::NoDonor),
@@ -1358,7 +1365,7 @@ impl<W: Clone + PartialEq> Core<W> {
     /// the group is told through the order, so that the joiner, which will never receive
     /// that state, stops (Galera's JOIN with a negative code). The server names the state it
     /// sent (after a failure only its history), not the joiner: with several donations under
-    /// way (a donor that announced itself synced again at a view is chosen again), a failure
+    /// way (a script of an earlier connection still running beside this one's), a failure
     /// that matches none of their states exactly is not reported, rather than stop a joiner
     /// whose transfer may be going well; that joiner's own SST script fails in the end.
     pub fn donation_ended(&mut self, state_id: Gtid, rcode: i32) {

@@ -375,11 +375,6 @@ impl<W: Clone + PartialEq> Core<W> {
         }
     }
 
-    /// A donation or the server's `desync` is under way (the server reports "Donor/Desynced").
-    pub fn desynced(&self) -> bool {
-        self.desync_count > 0
-    }
-
     pub fn desync(&mut self) -> Status {
         if self.connection.is_none() || matches!(self.phase, Phase::Closing { .. }) {
             return Status::ConnFail;

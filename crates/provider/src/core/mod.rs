@@ -94,7 +94,7 @@ use crate::types::{capabilities, flags, Gtid, Seqno, Status, Uuid, SEQNO_UNDEFIN
 use crate::writeset::{Control, Writeset};
 use lockstep_group::MemberId;
 use monitor::Monitor;
-use phase::{CatchUp, Component, Phase};
+use phase::{CatchUp, Component, Handshake, Phase};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Capabilities of this provider (wsrep v26 bits), carried by every view.
@@ -746,6 +746,18 @@ impl<W: Clone + PartialEq> Core<W> {
             log::error!("{why}: this node stops replicating; restart it to rejoin the cluster");
         }
         self.failed = true;
+        // A joiner whose server's handshake is under way will never receive the state: it
+        // ends as after a failed transfer, rather than ask for a donor for ever (mtr
+        // MDEV-29142 under load: a member of an earlier bootstrap stopped mid-handshake).
+        let handshake = matches!(
+            self.phase,
+            Phase::Joining(
+                Handshake::Requested | Handshake::NoDonor | Handshake::NewScript | Handshake::ScriptFailed { .. }
+            )
+        );
+        if handshake {
+            self.set_phase(Phase::Joining(Handshake::Failed { rcode: crate::state_transfer::GROUP_FAILED }));
+        }
         self.fail_in_flight(Status::ConnFail);
         self.wake_everyone();
     }

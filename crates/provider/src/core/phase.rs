@@ -133,7 +133,7 @@ impl Phase {
                     | (Requested | NoDonor, Received { .. })
                     | (Requested, ScriptFailed { .. })
                     | (Requested | NoDonor | ScriptFailed { .. }, NewScript)
-                    | (Pending | Requested | NoDonor | ScriptFailed { .. }, Failed { .. })
+                    | (Pending | Requested | NoDonor | ScriptFailed { .. } | NewScript, Failed { .. })
             ),
             // The server took the state (or needs none: a reconnect that continues its own).
             (Joining(Received { .. } | Pending), Joined) => true,

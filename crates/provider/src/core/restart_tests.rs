@@ -38,7 +38,7 @@ fn restarted_at(position: Gtid, members: &[MemberId]) -> (Core<u32>, u64) {
 fn connect(core: &mut Core<u32>) -> u64 {
     core.open(Opening {
         me: ME,
-        member: Uuid([1; 16]),
+        member: member_uuid(ME, 1),
         bootstrap_history: None,
         ist_addr: "127.0.0.1:4568".into(),
         donors: String::new(),

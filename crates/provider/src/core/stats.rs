@@ -126,7 +126,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let c = &self.counters;
         let connection = self.connection.as_ref();
         let component = connection.map_or(Component::NonPrimary, |c| c.component);
-        let (state, comment) = local_state(self.phase, component, self.desynced());
+        let (state, comment) = local_state(self.phase, component, self.desync_count > 0);
         let primary = connection.is_some_and(|_| component == Component::Primary && self.phase.app_ready());
         let members = connection.map_or(&[][..], |c| &c.view.members[..]);
         let weight: u32 = if primary { members.iter().map(|m| u32::from(m.weight)).sum() } else { 0 };

@@ -158,6 +158,20 @@ fn a_second_state_transfer_result_is_ignored() {
     assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 2)));
 }
 
+/// A joiner whose group communication fails for good mid-handshake (mtr MDEV-29142 under
+/// load: its cache was of an earlier bootstrap, found out after its server asked for state)
+/// will never receive the state: the runtime ends the process, as after a failed transfer,
+/// instead of asking for a donor for ever.
+#[test]
+fn a_joiner_whose_group_fails_mid_handshake_never_receives_state() {
+    let (mut core, generation) = waiting_joiner();
+    core.fail("group communication failed (a later bootstrap)");
+    let failed = HandshakeStep::Failed { rcode: crate::state_transfer::GROUP_FAILED };
+    assert_eq!(core.handshake_step(generation, &APPLIER), Some(failed));
+    assert_eq!(core.begin_state_request(generation, REQUEST + 2), RequestStart::AlreadyReceived);
+    assert_eq!(core.transfer_failed(), Some(crate::state_transfer::GROUP_FAILED));
+}
+
 /// The server's script fails while its donor stays in the group: the transfer failed once
 /// the donor reports its own failure, announces its donation's end, or `SCRIPT_VERDICT_MS`
 /// pass; the handshake waits until then. A donor's announcement to a view (sent before it

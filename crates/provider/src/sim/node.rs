@@ -1193,7 +1193,13 @@ impl Node {
         // Position only when the gap travels with the group's verdicts, or the joiner certified
         // it with the group's state itself (`Donation::position_only`).
         let bypass = d.position_only(gap.is_some());
-        let Some((to, incarnation)) = parse_sim_address(&d.ist_addr) else { return Ok(()) };
+        let Some((to, incarnation)) = parse_sim_address(&d.ist_addr) else {
+            return Err(format!(
+                "node {} was asked to donate to {}, no address of the simulator's",
+                self.index + 1,
+                d.ist_addr
+            ));
+        };
         let from = gap.as_ref().map(|_| d.position.seqno + 1);
         env.transfers.push(PendingTransfer {
             to,
@@ -1216,7 +1222,10 @@ impl Node {
             self.core().donated_stream_only(generation);
             return Ok(());
         }
-        env.checks.donation_starts(self.index, self.core().desynced())?;
+        // Listed from its start to `sst_sent`, whatever the desync count (a loss of the primary
+        // component clears that while the script runs).
+        let donating = self.core().connection().is_some_and(|c| !c.donations.is_empty());
+        env.checks.donation_starts(self.index, donating)?;
         let state_id = self.core().donation_started(&d, bypass);
         let breaks = if self.quiet { None } else { donation_breaks(state_id.uuid, self.index, d.after) };
         if breaks == Some(crate::state_transfer::DONATION_REFUSED) {

@@ -75,8 +75,8 @@ pub trait Invariant {
     ) -> Result<(), String> {
         Ok(())
     }
-    /// `node`'s server is asked to donate; `already_donating`: a donation of its is under way
-    /// (its desync count is above 0).
+    /// `node`'s server is asked to donate; `already_donating`: a donation of its connection
+    /// is under way (started, its `sst_sent` not yet called).
     fn donation_starts(&mut self, _node: usize, _already_donating: bool) -> Result<(), String> {
         Ok(())
     }
