@@ -196,3 +196,36 @@ fn every_node_killed_then_started_one_at_a_time_comes_back_once_a_majority_is_up
     assert_all_synced(&test.cluster.nodes);
     finish(load, &test.cluster.nodes);
 }
+
+/// The cluster stopped node by node, the last one ahead of the other; the other one is then
+/// bootstrapped (its `safe_to_bootstrap` forced, as an operator would), and the last one is
+/// started next to it. Restarted alone on its old group, the last one always hears the later
+/// bootstrap at its seed before its own cache counts, joins it as a new member, and, its data
+/// being ahead of that cluster's, is refused, keeping its position; the bootstrapped node
+/// goes on (docs/design/group-bootstrap-id.md).
+#[test]
+fn a_node_ahead_of_a_later_bootstrap_is_refused_and_keeps_its_position() {
+    let _serial = one_at_a_time();
+    let mut test = TestCluster::start("behind_bootstrap", 2);
+    sql(&test.cluster.nodes[0], "CREATE DATABASE b; CREATE TABLE b.t (id INT PRIMARY KEY)");
+    let nodes = &mut test.cluster.nodes;
+    nodes[1].stop().unwrap();
+    sql(&nodes[0], "INSERT INTO b.t VALUES (1), (2)");
+    let ahead = last_committed(&nodes[0]);
+    nodes[0].stop().unwrap();
+    let saved = nodes[0].saved_state().unwrap();
+    assert!(saved.safe_to_bootstrap && saved.position.seqno == ahead, "{saved:?}");
+
+    let grastate = nodes[1].saved_state_file();
+    let forced = std::fs::read_to_string(&grastate).unwrap().replace("safe_to_bootstrap: 0", "safe_to_bootstrap: 1");
+    std::fs::write(&grastate, forced).unwrap();
+    nodes[1].start(true, None).unwrap();
+    let refused = nodes[0].start(false, None).expect_err("a node ahead of the cluster must not join it");
+    println!("{refused}");
+    let log = nodes[0].error_log_text().unwrap();
+    assert!(log.contains("ahead of the group"), "{log}");
+    let kept = nodes[0].saved_state().unwrap();
+    assert!(kept.safe_to_bootstrap && kept.position.seqno == ahead, "{kept:?}");
+    wait_for_status(&nodes[1], &[("wsrep_cluster_size", "1"), ("wsrep_cluster_status", "Primary")], BACK_WITHIN);
+    assert_eq!(sql(&nodes[1], "SELECT COUNT(*) FROM b.t").trim(), "0");
+}

@@ -145,12 +145,16 @@ pub struct Member<S: LogStore> {
     /// Members of another bootstrap of this cluster we already logged.
     other_bootstrap_peers: BTreeSet<MemberId>,
     /// A restarted member's cache is of the group it finds (a peer of the same bootstrap
-    /// answered, or it is primary): until then its replay is not handed over, since a later
-    /// bootstrap would replace it.
+    /// spoke, or it is primary and its seeds settled): until then its replay is not handed
+    /// over, since a later bootstrap would replace it.
     confirmed: bool,
-    /// Restarted and primary alone (the old group's sole voter) without a word from a peer of
-    /// our bootstrap yet: a later bootstrap then means our state is stale, and we stop.
-    alone_since_restart: bool,
+    /// Seed addresses whose first try the driver has not reported, and seeds found that have
+    /// not spoken since we probed them. A restarted member primary alone (its old group's sole
+    /// voter) confirms its cache only once both are empty, or at `seeds_settle_by_ms`: so a
+    /// later bootstrap at a seed address speaks before, whatever the timing of our election.
+    seed_addresses_untried: usize,
+    probed_seeds: BTreeSet<MemberId>,
+    seeds_settle_by_ms: u64,
     /// A member of a later bootstrap spoke to us before we were confirmed: our cache is to be
     /// discarded and we join that cluster as a new member (the driver does it).
     later_bootstrap: Option<MemberId>,
@@ -238,7 +242,8 @@ impl<S: LogStore> Member<S> {
         }
         member.cached_group = Self::cached_group(&member.store, &boundary);
         member.confirmed = false;
-        member.alone_since_restart = true;
+        // Time for a seed that is up to answer, connection and TLS handshake included.
+        member.seeds_settle_by_ms = now_ms + member.config.suspect_timeout_ms;
         member.applied = boundary;
         member.replayed_through = member.store.last_index();
         member.lost_primary = true;
@@ -335,7 +340,9 @@ impl<S: LogStore> Member<S> {
             cached_group: 0,
             other_bootstrap_peers: BTreeSet::new(),
             confirmed: true,
-            alone_since_restart: false,
+            seed_addresses_untried: 0,
+            probed_seeds: BTreeSet::new(),
+            seeds_settle_by_ms: 0,
             later_bootstrap: None,
             next_join_ms: now_ms,
             pre_vote: None,
@@ -431,14 +438,39 @@ impl<S: LogStore> Member<S> {
         table.into_iter().collect()
     }
 
-    /// A member found at a seed address (`wsrep_cluster_address`): join requests go to it too.
-    pub fn add_seed(&mut self, id: MemberId) {
+    /// How many seed addresses (`wsrep_cluster_address`) the driver tries: each is reported
+    /// once by [`Member::seed_address_tried`].
+    pub fn expect_seed_addresses(&mut self, count: usize) {
+        self.seed_addresses_untried = count;
+    }
+
+    /// A seed address was tried: `found` is the member that answered there (perhaps this
+    /// one), `None` if nothing did. `first_try` tells the first report of that address.
+    pub fn seed_address_tried(&mut self, found: Option<MemberId>, first_try: bool) {
+        if first_try {
+            self.seed_addresses_untried = self.seed_addresses_untried.saturating_sub(1);
+        }
+        if let Some(id) = found {
+            self.add_seed(id);
+        }
+    }
+
+    /// A member found at a seed address: join requests go to it too.
+    fn add_seed(&mut self, id: MemberId) {
         if id != self.info.id && self.seeds.insert(id) {
             self.next_join_ms = self.now_ms;
             // A primary member sends a seed nothing else: if it is of another bootstrap of
-            // this cluster, this is how the two find out.
-            self.send(id, Body::Probe);
+            // this cluster, this is how the two find out. Every member answers.
+            self.probed_seeds.insert(id);
+            self.send(id, Body::Probe { address: self.info.address.clone() });
         }
+    }
+
+    /// Every seed address was tried and every seed found has spoken, or it is too late to
+    /// wait for them.
+    fn seeds_settled(&self) -> bool {
+        let settled = self.seed_addresses_untried == 0 && self.probed_seeds.is_empty();
+        settled || self.now_ms >= self.seeds_settle_by_ms
     }
 
     /// Flow control: `submit` refuses with `SubmitError::Paused` until `resume_senders`
@@ -519,6 +551,11 @@ impl<S: LogStore> Member<S> {
             return;
         }
         let from = message.from;
+        self.probed_seeds.remove(&from);
+        if matches!(message.body, Body::Probe { .. }) {
+            // Whatever bootstrap it is of: the envelope tells ours.
+            self.send(from, Body::ProbeAnswer);
+        }
         if !self.same_bootstrap(from, message.group) {
             return;
         }
@@ -608,7 +645,7 @@ impl<S: LogStore> Member<S> {
             }
             Body::Removed => self.removed = self.leaving,
             // The envelope told what they say (`same_bootstrap`).
-            Body::Probe | Body::Stale => {}
+            Body::Probe { .. } | Body::ProbeAnswer | Body::Stale => {}
             Body::Campaign { heir } => self.receive_campaign(from, heir),
             Body::Snapshot(state) => self.install_snapshot(from, state),
             Body::Relay(relay) => self.receive_relay(Message { body: Body::Relay(relay), ..message }),
@@ -1460,7 +1497,8 @@ impl<S: LogStore> Member<S> {
             self.remerge_view = None;
         }
         if primary {
-            self.confirmed = true;
+            // Primary alone after a restart: not before a later bootstrap at a seed had its say.
+            self.confirmed |= self.seeds_settled();
             self.not_primary_since_ms = None;
         } else if self.was_primary {
             self.not_primary_since_ms = Some(self.now_ms);
@@ -1836,30 +1874,18 @@ impl<S: LogStore> Member<S> {
 
     /// Members of two bootstraps of one cluster never mix (docs/design/group-bootstrap-id.md):
     /// a message of an earlier one is dropped and answered with `Stale`; one of a later one
-    /// makes a restarted member's unconfirmed cache void, stops a restarted sole voter that
-    /// no peer of its own bootstrap has answered, and is ignored by a member that served with
-    /// peers, which goes on as its own cluster beside it (Galera: two clusters of one name).
+    /// makes a restarted member's unconfirmed cache void, and is ignored by a confirmed
+    /// member, which goes on as its own cluster beside it (Galera: two clusters of one name).
     fn same_bootstrap(&mut self, from: MemberId, theirs: u64) -> bool {
         let ours = self.group();
         if theirs == 0 || ours == 0 || theirs == ours {
-            let peer = theirs != 0 && theirs == ours;
-            self.confirmed |= peer;
-            self.alone_since_restart &= !peer;
+            self.confirmed |= theirs != 0 && theirs == ours;
             return true;
         }
         if theirs > ours && !self.confirmed {
             // Restarted into a cluster that was bootstrapped again meanwhile (Galera: a node
             // rejoining after `--wsrep-new-cluster` elsewhere): our old log means nothing there.
             self.later_bootstrap = Some(from);
-            return false;
-        }
-        if theirs > ours && self.alone_since_restart {
-            self.failed = Some(format!(
-                "member {from} belongs to a later bootstrap of this cluster (bootstrap {theirs:x}) than this \
-                 member's cache (bootstrap {ours:x}): this node's state is from before that bootstrap, and it stops \
-                 rather than run beside it. To join that cluster, remove this node's grastate.dat (a full state \
-                 transfer); if that bootstrap started from the wrong node, stop it and bootstrap from this one"
-            ));
             return false;
         }
         if theirs > ours {
@@ -2647,6 +2673,56 @@ mod tests {
         let replay = run(&mut j, 0, 5_000);
         assert_eq!(replay[..2], [(100, DeliveredKind::StateGap), (101, view(1))]);
         assert_eq!(j.status().history, [9; 16]);
+    }
+
+    /// A restarted sole voter elects itself at once, but its cache counts (its replay is
+    /// handed over) only once its seed addresses had their say: a later bootstrap at one of
+    /// them makes it join that cluster however late it answers, within the suspect timeout
+    /// (mtr MDEV-29142 stopped once, its election ahead of the later bootstrap's answer).
+    #[test]
+    fn a_restarted_sole_voter_counts_its_cache_only_once_its_seeds_had_their_say() {
+        let config = GroupConfig::new("t");
+        let restarted = |seed_addresses: usize| {
+            let earlier = Genesis { history: [9; 16], base_seqno: 0, group: 100 };
+            let mut m = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), earlier, 0);
+            run(&mut m, 0, 100);
+            let again = MemberInfo { incarnation: 1, ..info(1) };
+            let mut r = Member::restart(again, config.clone(), m.into_store(), &[], 0, 0);
+            r.expect_seed_addresses(seed_addresses);
+            r
+        };
+        let from_later = |body| Message { group: 200, ..crate::message::tests::envelope(MemberId(2), body) };
+        let elected = |m: &mut Member<MemoryStore>, from_ms: u64, until_ms: u64| {
+            let delivered = run(m, from_ms, until_ms);
+            assert!(m.is_primary(), "a sole voter elects itself");
+            delivered
+        };
+
+        // The seed answers, as a later bootstrap, after our election.
+        let mut m = restarted(2);
+        m.seed_address_tried(None, true);
+        m.seed_address_tried(Some(MemberId(2)), true);
+        assert!(elected(&mut m, 0, 3_000).is_empty(), "nothing handed over before the seed spoke");
+        m.receive(from_later(Body::ProbeAnswer));
+        assert_eq!(m.later_bootstrap().map(|(later, _)| later), Some(MemberId(2)));
+
+        // Every seed address empty, or its member of our own bootstrap: the cache counts.
+        let mut m = restarted(1);
+        m.seed_address_tried(None, true);
+        assert!(!elected(&mut m, 0, 3_000).is_empty());
+        let mut m = restarted(1);
+        m.seed_address_tried(Some(MemberId(2)), true);
+        assert!(elected(&mut m, 0, 3_000).is_empty());
+        m.receive(Message { group: 100, ..crate::message::tests::envelope(MemberId(2), Body::ProbeAnswer) });
+        assert!(!run(&mut m, 3_000, 3_100).is_empty());
+        // A seed that never answers is waited for until the suspect timeout, no longer.
+        let mut m = restarted(1);
+        m.seed_address_tried(Some(MemberId(2)), true);
+        assert!(elected(&mut m, 0, config.suspect_timeout_ms - 10).is_empty());
+        assert!(!run(&mut m, config.suspect_timeout_ms - 10, config.suspect_timeout_ms + 100).is_empty());
+        // Then a later bootstrap is another cluster beside this one.
+        m.receive(from_later(Body::Probe { address: String::new() }));
+        assert!(m.later_bootstrap().is_none() && m.status().failed.is_none());
     }
 
     #[test]

@@ -131,7 +131,13 @@ pub enum Body {
         view_id: u64,
     },
     /// Sent once to each seed found: a member of another bootstrap learns of us from it.
-    Probe,
+    /// `address` is where the sender listens (as a `Join` says), so the seed can answer a
+    /// member that asks nothing else of it.
+    Probe {
+        address: String,
+    },
+    /// Answer to `Probe`, whatever the bootstrap: the prober learns ours from the envelope.
+    ProbeAnswer,
     /// Answer to a message of an earlier bootstrap of this cluster: the receiver's state is
     /// from before ours (the envelope says which bootstrap we belong to).
     Stale,
@@ -176,6 +182,7 @@ const BODY_FORWARD_END: u8 = 17;
 const BODY_CAMPAIGN: u8 = 18;
 const BODY_RELAY: u8 = 19;
 const BODY_RELAYED: u8 = 20;
+const BODY_PROBE_ANSWER: u8 = 21;
 
 /// Only Raft messages travel through a relay (and never a relay inside a relay).
 fn relayable(message: Message) -> Result<Message, DecodeError> {
@@ -272,8 +279,11 @@ impl Message {
             Body::ReadIndexReply { request, index } => {
                 w.u8(BODY_READ_INDEX_REPLY).u64(*request).bool(index.is_some()).u64(index.unwrap_or(0));
             }
-            Body::Probe => {
-                w.u8(BODY_PROBE);
+            Body::Probe { address } => {
+                w.u8(BODY_PROBE).str(address);
+            }
+            Body::ProbeAnswer => {
+                w.u8(BODY_PROBE_ANSWER);
             }
             Body::Stale => {
                 w.u8(BODY_STALE);
@@ -341,7 +351,8 @@ impl Message {
                 let (request, known, index) = (r.u64()?, r.bool()?, r.u64()?);
                 Body::ReadIndexReply { request, index: known.then_some(index) }
             }
-            BODY_PROBE => Body::Probe,
+            BODY_PROBE => Body::Probe { address: r.str()? },
+            BODY_PROBE_ANSWER => Body::ProbeAnswer,
             BODY_STALE => Body::Stale,
             BODY_CAMPAIGN => Body::Campaign { heir: MemberId::decode(&mut r)? },
             BODY_RELAY => {
@@ -378,7 +389,7 @@ impl Message {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::cache::MemoryStore;
     use crate::config::GroupConfig;
@@ -438,7 +449,7 @@ mod tests {
         assert!(refused > 0 && accepted > 0, "refused {refused}, accepted {accepted}");
     }
 
-    fn envelope(from: MemberId, body: Body) -> Message {
+    pub(crate) fn envelope(from: MemberId, body: Body) -> Message {
         Message { from, group: 0, term: 1, recv_queue: 0, leader_primary: false, queue_table: Vec::new(), body }
     }
 
@@ -471,9 +482,9 @@ mod tests {
     fn a_peer_naming_a_shadow_vote_or_no_member_is_refused() {
         let shadow = MemberId((1 << 63) | 5);
         for bad in [shadow, MemberId(0)] {
-            assert!(Message::decode(&envelope(bad, Body::Probe).encode()).is_err(), "sender {bad}");
+            assert!(Message::decode(&envelope(bad, Body::ProbeAnswer).encode()).is_err(), "sender {bad}");
             assert!(Message::decode(&envelope(MemberId(1), Body::Campaign { heir: bad }).encode()).is_err());
-            let table = Message { queue_table: vec![(bad, 3)], ..envelope(MemberId(1), Body::Probe) };
+            let table = Message { queue_table: vec![(bad, 3)], ..envelope(MemberId(1), Body::ProbeAnswer) };
             assert!(Message::decode(&table.encode()).is_err());
         }
         let hello = crate::transport::Hello { protocol: 1, cluster_name: "c".into(), member: shadow };

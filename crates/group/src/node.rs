@@ -159,8 +159,12 @@ impl DeliverySink for ChannelSink {
 enum Event {
     /// Boxed: a message is far larger than every other event, and events wait in a queue.
     Incoming(Box<Message>),
-    /// A seed address answered as this member.
-    Seed(MemberId),
+    /// A seed address was tried: the member that answered there, if any, and whether this is
+    /// that address's first report.
+    SeedTried {
+        found: Option<MemberId>,
+        first_try: bool,
+    },
     /// The last connection this member had open to us ended.
     PeerClosed(MemberId),
     Submit(Vec<u8>, Reply),
@@ -419,11 +423,13 @@ impl GroupNode {
             None => Member::restart(info, group, store, &known_ids, now, config.resume_after),
         };
         member.set_rng_seed(fresh_seed(&config.info));
+        member.expect_seed_addresses(config.peers.len());
         for address in &config.peers {
-            let found: Weak<Engine> = Arc::downgrade(&engine);
-            transport.discover(address, move |id| {
-                if let Some(engine) = found.upgrade() {
-                    engine.input(Event::Seed(id));
+            let engine: Weak<Engine> = Arc::downgrade(&engine);
+            let mut first_try = true;
+            transport.discover(address, move |found| {
+                if let Some(engine) = engine.upgrade() {
+                    engine.input(Event::SeedTried { found, first_try: std::mem::take(&mut first_try) });
                 }
             });
         }
@@ -828,14 +834,15 @@ impl Driver {
     fn handle(&mut self, event: Event) {
         match event {
             Event::Incoming(message) => {
-                // Only a member's own request says where it listens.
+                // Only a member's own request or probe says where it listens.
                 match &message.body {
                     Body::Join(info) if info.id == message.from => self.transport.set_address(info.id, &info.address),
+                    Body::Probe { address } => self.transport.set_address(message.from, address),
                     _ => {}
                 }
                 self.member.receive(*message);
             }
-            Event::Seed(id) => self.member.add_seed(id),
+            Event::SeedTried { found, first_try } => self.member.seed_address_tried(found, first_try),
             Event::PeerClosed(id) => self.member.peer_closed(id),
             Event::ResumeDeliveries => self.sink_full = false,
             Event::ReadBarrier(tag) => match self.member.read_barrier() {

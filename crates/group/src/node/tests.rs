@@ -273,6 +273,35 @@ fn a_member_restarted_into_a_cluster_bootstrapped_again_joins_it_as_a_new_member
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A restarted member that was its old group's only voter elects itself at once, and still
+/// joins a later bootstrap running at its seed address: its cache counts only once that seed
+/// answered its probe, which tells where to answer (mtr MDEV-29142 stopped once, its
+/// election ahead of the later bootstrap's word).
+#[test]
+fn a_restarted_sole_voter_joins_a_later_bootstrap_at_its_seed_even_when_elected_first() {
+    let dir = temp_dir("sole-voter-restarted");
+    let ports = [free_port(), free_port()];
+    let earlier = Genesis { history: [5; 16], base_seqno: 0, group: 100 };
+    let first = GroupNode::start(config(1, &ports, &dir, Some(earlier), 0)).unwrap();
+    wait_for("first primary", || first.status().primary);
+    drop(first);
+    let later = Genesis { history: [5; 16], base_seqno: 3, group: 200 };
+    // Bootstrapped with `gcomm://` as mtr's node 1 is: it knows no address of the first.
+    let second = GroupNode::start(NodeConfig { peers: Vec::new(), ..config(2, &ports, &dir, Some(later), 3) }).unwrap();
+    wait_for("second primary", || second.status().primary);
+    let mut restarted = config(1, &ports, &dir, None, 1);
+    restarted.group.election_timeout_min_ms = 1;
+    restarted.group.election_timeout_max_ms = 2;
+    let first = GroupNode::start(restarted).unwrap();
+    wait_for_nodes(&[], "the restarted member in the later cluster", || {
+        let s = first.status();
+        s.primary && s.view.members.len() == 2 && s.history == later.history
+    });
+    assert!(first.status().failed.is_none() && second.status().failed.is_none());
+    drop((first, second));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The transport's test certificates (`a-node1`, `a-node2` of CA `a`; `b-node1` of `b`).
 fn tls(node: &str, ca: &str) -> Option<Arc<Tls>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/transport/tls/testdata");

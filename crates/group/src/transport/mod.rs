@@ -33,8 +33,9 @@ use std::time::{Duration, Instant};
 /// choice, and a donor's certification state says whether its synced set was a guess; 10: a
 /// donor's certification state carries the inconsistency votes; 11: a refused forward says
 /// whether its leader is cut off; 12: the provider's synced announcements say whether they
-/// end a donation, and a donor's certification state carries the members donating).
-pub const PROTOCOL_VERSION: u32 = 12;
+/// end a donation, and a donor's certification state carries the members donating; 13: every
+/// member answers a `Probe`).
+pub const PROTOCOL_VERSION: u32 = 13;
 /// From accepting a connection to its peer's hello, TLS handshake included.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest record accepted before the peer's hello.

@@ -292,13 +292,13 @@ impl Transport {
 
     /// Finds out which member listens at `address` (a seed of `wsrep_cluster_address`,
     /// which names no ids): dials it until its hello answers, routes to that member there
-    /// and reports its id to `found`. Our own address is recognised by our own id and not
-    /// reported.
-    pub fn discover(&self, address: &str, found: impl FnOnce(MemberId) + Send + 'static) {
+    /// and reports its id to `tried` (our own id for our own address). A first attempt that
+    /// fails is reported too, as `None`, once: nobody of this cluster was there yet.
+    pub fn discover(&self, address: &str, mut tried: impl FnMut(Option<MemberId>) + Send + 'static) {
         let (shared, seed) = (self.shared.clone(), address.to_owned());
         let me = shared.hello.member;
         let spawned = shared.thread_start.clone().spawn(format!("{me}-discover"), move || {
-            let mut last_error = String::new();
+            let (mut last_error, mut first_try) = (String::new(), true);
             while !shared.stopping.load(Ordering::SeqCst) {
                 // A panic in an attempt is retried like any other failure to connect.
                 let text = match crate::guarded(|| dial(&seed, &shared)) {
@@ -306,13 +306,16 @@ impl Transport {
                         if theirs.member != me {
                             log::info!("{me}: seed {seed} is {}", theirs.member);
                             shared.set_address(theirs.member, &seed);
-                            found(theirs.member);
                         }
+                        tried(Some(theirs.member));
                         return;
                     }
                     Ok(Err(e)) => e.to_string(),
                     Err(panic) => format!("panic: {panic}"),
                 };
+                if std::mem::take(&mut first_try) {
+                    tried(None);
+                }
                 if text != last_error {
                     log::info!("{me}: seed {seed} not reached yet: {text}");
                     last_error = text;

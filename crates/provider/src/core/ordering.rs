@@ -729,6 +729,22 @@ impl<W: Clone + PartialEq> Core<W> {
             self.finish_unused(seqno);
             return;
         }
+        let committed = self.committed.last_contiguous();
+        if c.joined_at.is_none() && !replayed && self.has_state() && seqno <= committed {
+            // The group orders now what this node's data already holds at those seqnos:
+            // it went on without this node from an earlier point (a bootstrap from a node
+            // that was behind). Merging would fork the history. Refused before this view
+            // counts as our last primary component: our state stays safe to bootstrap from.
+            self.fail(&format!(
+                "this node's data is at seqno {committed} of history {}, ahead of the group, which \
+                 orders a view at seqno {seqno} of the same history: it holds commits the group does not \
+                 have. Join it with a full state transfer (remove its grastate.dat), or, if the group was \
+                 bootstrapped from the wrong node, bootstrap the cluster again from this one",
+                self.group()
+            ));
+            return;
+        }
+        let c = self.connection.as_mut().expect("checked above");
         // Back in a primary component, even if our state already covers this view's seqno
         // (found by the simulator: a node whose snapshot covered its way back stayed
         // non-primary for good).
@@ -756,20 +772,6 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         let committed = self.committed.last_contiguous();
         if self.has_state() && seqno <= committed {
-            let first_live = !replayed && self.connection.as_ref().is_some_and(|c| c.joined_at.is_none());
-            if first_live {
-                // The group orders now what this node's data already holds at those seqnos:
-                // it went on without this node from an earlier point (a bootstrap from a node
-                // that was behind). Merging would fork the history.
-                self.fail(&format!(
-                    "this node's data is at seqno {committed} of history {}, ahead of the group, which \
-                     orders a view at seqno {seqno} of the same history: it holds commits the group does not \
-                     have. Join it with a full state transfer (remove its grastate.dat), or, if the group was \
-                     bootstrapped from the wrong node, bootstrap the cluster again from this one",
-                    self.group()
-                ));
-                return;
-            }
             self.ordering.delivered = seqno;
             return;
         }

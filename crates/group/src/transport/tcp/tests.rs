@@ -281,7 +281,7 @@ fn a_malformed_record_drops_the_connection_and_nothing_else() {
 }
 
 #[test]
-fn a_seed_address_is_resolved_to_its_member_and_our_own_is_ignored() {
+fn a_seed_address_is_resolved_to_its_member_our_own_to_us_and_an_empty_one_reported_once() {
     let (a, a_rx) = listening(1, "c");
     let (b, b_rx) = listening(2, "c");
     let (found_tx, found_rx) = channel();
@@ -289,16 +289,17 @@ fn a_seed_address_is_resolved_to_its_member_and_our_own_is_ignored() {
     let by_name = format!("localhost:{}", b.local_addr().port());
     let tx = found_tx.clone();
     a.discover(&by_name, move |id| tx.send(id).unwrap());
-    assert_eq!(found_rx.recv_timeout(Duration::from_secs(5)).unwrap(), MemberId(2));
+    assert_eq!(found_rx.recv_timeout(Duration::from_secs(5)).unwrap(), Some(MemberId(2)));
     a.send(MemberId(2), message(1));
     assert_eq!(b_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
     // Our own address in the seed list is recognised by our own id.
     a.discover(&a.local_addr().to_string(), move |id| found_tx.send(id).unwrap());
-    assert!(found_rx.recv_timeout(Duration::from_millis(500)).is_err());
-    // A seed that is not up yet is found once it is.
+    assert_eq!(found_rx.recv_timeout(Duration::from_secs(5)).unwrap(), Some(MemberId(1)));
+    // A seed that is not up yet is reported so once, then found once it is.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let (late_tx, late_rx) = channel();
     b.discover(&format!("127.0.0.1:{port}"), move |id| late_tx.send(id).unwrap());
+    assert_eq!(late_rx.recv_timeout(Duration::from_secs(5)).unwrap(), None);
     thread::sleep(Duration::from_millis(700));
     let (tx, _) = channel();
     let tx = Mutex::new(tx);
@@ -315,7 +316,7 @@ fn a_seed_address_is_resolved_to_its_member_and_our_own_is_ignored() {
         },
     )
     .unwrap();
-    assert_eq!(late_rx.recv_timeout(Duration::from_secs(5)).unwrap(), MemberId(3));
+    assert_eq!(late_rx.recv_timeout(Duration::from_secs(5)).unwrap(), Some(MemberId(3)));
     assert!(a_rx.try_recv().is_err());
 }
 
