@@ -1931,7 +1931,7 @@ impl<S: LogStore> Member<S> {
             group: self.group(),
             term: self.raft.term(),
             recv_queue: self.own_queue_len(),
-            leader_primary: is_leader && self.is_primary(),
+            leader_primary: is_leader && self.leads_primary(),
             queue_table,
             body,
         }
@@ -2269,6 +2269,15 @@ impl<S: LogStore> Member<S> {
         }
     }
 
+    /// What a leader tells its followers: they are in the primary component. So they are
+    /// while it holds a quorum, also once its own leave took it out of the view: it leads
+    /// until its heir takes over (`hand_over_lead`), and a follower told otherwise would show
+    /// its server a non-primary view meanwhile, where Galera's stay primary as a member leaves
+    /// (mtr MDEV-29142: node 2's causal read failed as node 1, the leader, left).
+    fn leads_primary(&self) -> bool {
+        self.is_primary() || (self.failed.is_none() && self.leaving && self.is_primary_as_leader())
+    }
+
     /// A leader is primary while it heard from a quorum within the suspect timeout.
     fn is_primary_as_leader(&self) -> bool {
         let now = self.now_ms;
@@ -2508,7 +2517,7 @@ fn next_change(latest: &Membership, applied: &AppliedState, me: MemberId) -> Opt
     let wants_in = |id: &MemberId| applied.directory.get(id).is_some_and(|e| e.wants_in);
     let by_weight = applied.votes_by_weight();
     let removable = |v: MemberId| latest.voters.iter().any(|&other| other != v && !applied.is_arbitrator(other));
-    if let Some(&gone) = latest.voters.iter().find(|v| !wants_in(v) && removable(**v)) {
+    if let Some(&gone) = latest.voters.iter().find(|v| !wants_in(v) && **v != me && removable(**v)) {
         return Some(Change::Remove(gone));
     }
     if let Some(&gone) = latest.non_voters.iter().find(|v| !wants_in(v)) {
@@ -3161,6 +3170,51 @@ mod tests {
         }
         for (_, message) in follower.take_outbox() {
             leader.receive(message);
+        }
+    }
+
+    /// One of two members leaves, and goes once it counts itself out (what it sent until then
+    /// arrives): the other stays primary throughout, as with Galera. A leader that leaves
+    /// hands the lead over first and is taken out of the voters by its heir; it used to take
+    /// itself out, leaving its follower without a leader until an election, and told it
+    /// meanwhile that it was not primary (mtr MDEV-29142: a causal read failed on node 2 as
+    /// node 1, the leader, left).
+    #[test]
+    fn of_two_members_the_one_that_stays_stays_primary_when_the_other_leaves() {
+        for leaver_leads in [false, true] {
+            let (mut leader, mut follower, mut now) = two_members();
+            let (gone, stays) = if leaver_leads { (&mut leader, &mut follower) } else { (&mut follower, &mut leader) };
+            gone.leave();
+            let (mut left, mut not_primary) = (false, Vec::new());
+            while now < 20_000 {
+                for m in [&mut *gone, &mut *stays] {
+                    m.tick(now);
+                    m.flush();
+                    while m.pop_delivered().is_some() {}
+                }
+                for (_, message) in gone.take_outbox() {
+                    if !left {
+                        stays.receive(message);
+                    }
+                }
+                for (_, message) in stays.take_outbox() {
+                    if !left {
+                        gone.receive(message);
+                    }
+                }
+                if !left && gone.status().left {
+                    left = true;
+                    // A leader that leaves hands the lead over first: no moment without one.
+                    assert_eq!(stays.raft.role(), Role::Leader, "the leaver led: {leaver_leads}");
+                }
+                if !stays.status().primary {
+                    not_primary.push(now);
+                }
+                now += 10;
+            }
+            let status = stays.status();
+            assert!(left && status.primary && status.view.members.len() == 1, "{leaver_leads}: {status:?}");
+            assert!(not_primary.is_empty(), "the leaver led: {leaver_leads}; not primary at {not_primary:?}");
         }
     }
 
