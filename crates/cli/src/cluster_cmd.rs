@@ -2,7 +2,8 @@
 use crate::top;
 use clap::Subcommand;
 use lockstep_cluster::{
-    default_provider, Arbitrator, Cluster, ClusterSpec, Error, Node, Requested, Result, SavedState, ARBITRATOR_NAME,
+    default_provider, interrupting_signal, signal_name, Arbitrator, Cluster, ClusterSpec, Error, Node, Requested,
+    Result, SavedState, ARBITRATOR_NAME, INTERRUPTING_SIGNAL,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,7 +17,8 @@ const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 pub enum ClusterCommand {
     /// Create a cluster in DIR (or restart the stopped nodes of the one already there) and wait
     /// until every node reports wsrep_ready=ON. On a cluster that exists, settings that differ
-    /// from the ones it was made with are refused.
+    /// from the ones it was made with are refused. Ctrl-C or SIGTERM stops the servers it
+    /// started and leaves the others running.
     Up {
         /// Data nodes, at most 64 [default: 1]
         #[arg(long)]
@@ -81,8 +83,24 @@ pub fn run(command: ClusterCommand) {
     };
     if let Err(e) = result {
         eprintln!("error: {e}");
-        std::process::exit(1);
+        std::process::exit(exit_code(interrupting_signal()));
     }
+}
+
+/// 1 for a failure; for one a signal caused, 128 + its number, as a shell reports a command
+/// the signal ended (130 for Ctrl-C).
+fn exit_code(signal: Option<i32>) -> i32 {
+    signal.map_or(1, |signal| 128 + signal)
+}
+
+/// From here on SIGINT and SIGTERM no longer end the process at once: they set
+/// [`INTERRUPTING_SIGNAL`], the cluster's waits give up on it, and `up` stops what it started.
+fn catch_interruptions() -> Result<()> {
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_usize(signal, &INTERRUPTING_SIGNAL, signal as usize)
+            .map_err(|e| Error::Invalid(format!("cannot handle {}: {e}", signal_name(signal))))?;
+    }
+    Ok(())
 }
 
 fn up(
@@ -93,6 +111,7 @@ fn up(
     tls: bool,
     arbitrator: Option<PathBuf>,
 ) -> Result<()> {
+    catch_interruptions()?;
     let arbitrator = match arbitrator {
         // This program's own `arbitrator` command.
         Some(program) if program.as_os_str() == "lockstep" => {
@@ -124,7 +143,12 @@ fn up(
     // `start` leaves running nodes alone: they are reported as such, not as checked.
     let was_running: Vec<bool> = cluster.nodes.iter_mut().map(Node::is_running).collect();
     let arbitrator_was_running = cluster.arbitrator.as_mut().is_some_and(Arbitrator::is_running);
-    if let Err(error) = cluster.start() {
+    let start = cluster.start();
+    if let Some(signal) = interrupting_signal() {
+        stop_after_interruption(&mut cluster, signal, start, &was_running, arbitrator_was_running);
+        std::process::exit(exit_code(Some(signal)));
+    }
+    if let Err(error) = start {
         let mut running: Vec<String> =
             cluster.nodes.iter_mut().filter_map(|n| n.is_running().then(|| n.name().to_string())).collect();
         if cluster.arbitrator.as_mut().is_some_and(Arbitrator::is_running) {
@@ -140,6 +164,56 @@ fn up(
     }
     println!("stop it with: lockstep cluster down --dir {}", cluster.dir.display());
     Ok(())
+}
+
+/// An interrupted `up` stops the servers it started, as `down` stops them, and says so in one
+/// line; the servers that ran before it keep running.
+fn stop_after_interruption(
+    cluster: &mut Cluster,
+    signal: i32,
+    start: Result<()>,
+    was_running: &[bool],
+    arbitrator_was_running: bool,
+) {
+    let during = match start {
+        Err(Error::Interrupted { during, .. }) => Some(during),
+        // A failure that came before the start saw the signal.
+        Err(error) => {
+            eprintln!("error: {error}");
+            None
+        }
+        Ok(()) => None,
+    };
+    let mut started: Vec<String> =
+        cluster.nodes.iter_mut().filter_map(|n| n.started_here().then(|| n.name().to_string())).collect();
+    if cluster.arbitrator.as_mut().is_some_and(Arbitrator::started_here) {
+        started.push(ARBITRATOR_NAME.to_string());
+    }
+    let mut ran_before: Vec<String> =
+        cluster.nodes.iter().zip(was_running).filter(|(_, was)| **was).map(|(n, _)| n.name().to_string()).collect();
+    if arbitrator_was_running {
+        ran_before.push(ARBITRATOR_NAME.to_string());
+    }
+    if let Err(e) = cluster.stop_started() {
+        eprintln!("error: stopping what cluster up started: {e}");
+    }
+    eprintln!("{}", interrupted(signal, during.as_deref(), &started, &ran_before));
+}
+
+/// The line an interrupted `up` ends with.
+fn interrupted(signal: i32, during: Option<&str>, stopped: &[String], left_alone: &[String]) -> String {
+    let mut line = format!("cluster up interrupted by {}", signal_name(signal));
+    if let Some(during) = during {
+        line += &format!(" {during}");
+    }
+    line += &match stopped {
+        [] => "; no server it started was running".to_string(),
+        _ => format!("; stopped the servers it had started: {}", stopped.join(", ")),
+    };
+    if !left_alone.is_empty() {
+        line += &format!("; left alone those running before it: {}", left_alone.join(", "));
+    }
+    line
 }
 
 /// What `up` says of a node once the cluster is up: a node it started reported
@@ -314,6 +388,28 @@ mod tests {
             "node3: mariadbd exited (exit status: 1)\nstill running: node1, node2; stop them with: \
              lockstep cluster down --dir /tmp/c"
         );
+    }
+
+    #[test]
+    fn an_interrupted_up_says_what_it_stopped_and_what_it_left_alone() {
+        let names = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            interrupted(2, Some("while waiting for node2 to report wsrep_ready=ON"), &names(&["node1", "node2"]), &[]),
+            "cluster up interrupted by SIGINT while waiting for node2 to report wsrep_ready=ON; stopped the \
+             servers it had started: node1, node2"
+        );
+        assert_eq!(
+            interrupted(15, None, &names(&["node3", "garb"]), &names(&["node1", "node2"])),
+            "cluster up interrupted by SIGTERM; stopped the servers it had started: node3, garb; left alone those \
+             running before it: node1, node2"
+        );
+        assert_eq!(
+            interrupted(2, Some("before starting node1"), &[], &[]),
+            "cluster up interrupted by SIGINT before starting node1; no server it started was running"
+        );
+        assert_eq!(exit_code(Some(2)), 130);
+        assert_eq!(exit_code(Some(15)), 143);
+        assert_eq!(exit_code(None), 1);
     }
 
     #[test]

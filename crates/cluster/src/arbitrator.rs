@@ -3,6 +3,7 @@
 //! two data nodes keep a primary component when one dies.
 use crate::certs::NodeTls;
 use crate::error::{Error, Result};
+use crate::interrupt;
 use crate::process::{describe, send_signal, ServerProcess};
 use std::fs::{self, File};
 use std::os::unix::process::CommandExt;
@@ -72,6 +73,7 @@ impl Arbitrator {
         if self.is_running() {
             return Ok(());
         }
+        interrupt::check(|| "before starting the arbitrator".into())?;
         fs::create_dir_all(&self.dir).map_err(|e| Error::io_path("create", &self.dir, e))?;
         let out_path = self.dir.join("garb.out");
         let out = File::create(&out_path).map_err(|e| Error::io_path("create", &out_path, e))?;
@@ -108,6 +110,11 @@ impl Arbitrator {
 
     pub fn is_running(&mut self) -> bool {
         self.process().is_some()
+    }
+
+    /// Whether it runs because this process started it: what an interrupted start stops.
+    pub fn started_here(&mut self) -> bool {
+        self.process().is_some_and(|process| process.is_child())
     }
 
     /// How it ended, if it did (for a start that did not join).

@@ -2,6 +2,7 @@
 use crate::arbitrator::{Arbitrator, ARBITRATOR_NAME};
 use crate::certs::{self, NodeTls};
 use crate::error::{Error, Result};
+use crate::interrupt;
 use crate::node::{Node, NodeConfig};
 use crate::ports::{allocate_node_ports, NodePorts};
 use std::fs;
@@ -269,6 +270,7 @@ impl Cluster {
                 let log = std::fs::read_to_string(arbitrator.log_file()).unwrap_or_default();
                 return Err(Error::Invalid(format!("the arbitrator exited ({status}); its log:\n{log}")));
             }
+            interrupt::check(|| format!("while waiting for {} to count the arbitrator", witness.name()))?;
             if Instant::now() >= deadline {
                 return Err(Error::Timeout {
                     what: format!(
@@ -298,19 +300,40 @@ impl Cluster {
     }
 
     /// Clean shutdown of every node, last first, so the bootstrap node leaves last and keeps
-    /// `safe_to_bootstrap: 1`. Tries every node even if one fails; reports the first failure.
+    /// `safe_to_bootstrap: 1`. Tries every node even if one fails; reports every failure.
     pub fn stop(&mut self) -> Result<()> {
-        let mut first_error = None;
+        self.stop_servers(false)
+    }
+
+    /// [`Cluster::stop`] of only the servers this process started (see [`Node::started_here`]):
+    /// an interrupted start undoes itself and leaves alone the servers that ran before it.
+    pub fn stop_started(&mut self) -> Result<()> {
+        self.stop_servers(true)
+    }
+
+    fn stop_servers(&mut self, only_started_here: bool) -> Result<()> {
+        let mut failures = Vec::new();
         // First, so the last data node to leave is the last member and may bootstrap again.
-        if let Some(Err(e)) = self.arbitrator.as_mut().map(Arbitrator::stop) {
-            first_error.get_or_insert(e);
-        }
-        for node in self.nodes.iter_mut().rev() {
-            if let Err(e) = node.stop() {
-                first_error.get_or_insert(e);
+        if let Some(arbitrator) = self.arbitrator.as_mut() {
+            if !only_started_here || arbitrator.started_here() {
+                failures.extend(arbitrator.stop().err());
             }
         }
-        first_error.map_or(Ok(()), Err)
+        for node in self.nodes.iter_mut().rev() {
+            if !only_started_here || node.started_here() {
+                failures.extend(node.stop().err());
+            }
+        }
+        every_failure(failures)
+    }
+}
+
+/// Every failure of a step tried on each node: the one, or all of them in one error.
+fn every_failure(mut failures: Vec<Error>) -> Result<()> {
+    match failures.len() {
+        0 => Ok(()),
+        1 => Err(failures.remove(0)),
+        _ => Err(Error::Invalid(failures.iter().map(Error::to_string).collect::<Vec<_>>().join("\n"))),
     }
 }
 
@@ -500,6 +523,15 @@ mod tests {
             ],
             arbitrator: Some((23009, program)),
         }
+    }
+
+    #[test]
+    fn a_stop_reports_every_failure() {
+        let failure = |node: &str| Error::Invalid(format!("{node} did not stop"));
+        assert!(every_failure(vec![]).is_ok());
+        assert_eq!(every_failure(vec![failure("node3")]).unwrap_err().to_string(), "node3 did not stop");
+        let both = every_failure(vec![failure("node3"), failure("node1")]).unwrap_err().to_string();
+        assert_eq!(both, "node3 did not stop\nnode1 did not stop");
     }
 
     #[test]

@@ -1,4 +1,5 @@
 //! Errors of the cluster harness: each says which node, command or file it is about.
+use crate::interrupt::signal_name;
 use std::fmt;
 use std::io;
 use std::path::Path;
@@ -18,6 +19,9 @@ pub enum Error {
     /// `mariadbd` exited while we waited for it to become ready; `log` names its log and
     /// carries the end of it.
     NodeExited { node: String, status: String, log: String },
+    /// A signal came (see [`crate::INTERRUPTING_SIGNAL`]); `during` says at what point, as
+    /// "while waiting for node2 to report wsrep_ready=ON".
+    Interrupted { signal: i32, during: String },
     /// Making a cluster failed (`cause`); `cleanup` says what of it was removed, or what to remove.
     Create { cause: Box<Error>, cleanup: String },
     /// A file or a value did not have the expected shape.
@@ -41,6 +45,7 @@ impl fmt::Display for Error {
             Error::Command { command, status, output } => write!(f, "`{command}` failed ({status}):\n{output}"),
             Error::Timeout { what, seconds } => write!(f, "timed out after {seconds} s: {what}"),
             Error::NodeExited { node, status, log } => write!(f, "{node}: mariadbd exited ({status}); {log}"),
+            Error::Interrupted { signal, during } => write!(f, "interrupted by {} {during}", signal_name(*signal)),
             Error::Create { cause, cleanup } => write!(f, "{cause}\n{cleanup}"),
             Error::Invalid(message) => f.write_str(message),
         }

@@ -2,6 +2,7 @@
 use crate::certs::NodeTls;
 use crate::endpoint::Endpoint;
 use crate::error::{Error, Result};
+use crate::interrupt;
 use crate::ports::NodePorts;
 use crate::position::{parse_position, read_saved_state, Position, SavedState};
 use crate::process::{describe, run_checked, send_signal, ServerProcess};
@@ -204,6 +205,7 @@ user = root
 
     /// Starts `mariadbd` as [`Node::start`] does, without waiting for it to be ready.
     pub fn launch(&mut self, bootstrap: bool, start_position: Option<&Position>) -> Result<()> {
+        interrupt::check(|| format!("before starting {}", self.name()))?;
         if self.is_running() {
             return Err(Error::Invalid(format!("{} is already running", self.name())));
         }
@@ -237,6 +239,8 @@ user = root
     }
 
     /// Waits until the server reports `wsrep_ready=ON`; kills it after [`READY_TIMEOUT`].
+    /// A signal ([`crate::INTERRUPTING_SIGNAL`]) ends the wait and leaves the server to the
+    /// caller, who stops it.
     pub fn wait_ready(&mut self) -> Result<()> {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -250,6 +254,7 @@ user = root
                     return Ok(());
                 }
             }
+            interrupt::check(|| format!("while waiting for {} to report wsrep_ready=ON", self.name()))?;
             if Instant::now() >= deadline {
                 // A half-started server is of no use to anyone: do not leave it behind.
                 let _ = self.kill();
@@ -270,6 +275,11 @@ user = root
 
     pub fn is_running(&mut self) -> bool {
         self.process().is_some()
+    }
+
+    /// Whether it runs because this process started it: what an interrupted start stops.
+    pub fn started_here(&mut self) -> bool {
+        self.process().is_some_and(|process| process.is_child())
     }
 
     /// Clean shutdown (SIGTERM, as `mariadb-admin shutdown` does), bounded; SIGKILL after that.

@@ -1,16 +1,22 @@
 //! Running external programs with a bounded wait, and signalling processes by pid.
 use crate::error::{Error, Result};
+use crate::interrupt;
 use std::fs;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Runs `command` to completion, killing it if it takes longer than `timeout`.
+/// How often a wait looks for an interruption: an operator's Ctrl-C is answered at once.
+const INTERRUPT_POLL: Duration = Duration::from_millis(200);
+
+/// Runs `command` to completion, killing it if it takes longer than `timeout` or a signal
+/// interrupts this process ([`crate::INTERRUPTING_SIGNAL`]).
 /// Output is collected on a helper thread so a chatty program cannot fill its pipe and stall.
 pub(crate) fn run_bounded(command: &mut Command, timeout: Duration) -> Result<Output> {
     let description = describe(command);
+    interrupt::check(|| format!("before running `{description}`"))?;
     let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -22,15 +28,23 @@ pub(crate) fn run_bounded(command: &mut Command, timeout: Duration) -> Result<Ou
     thread::spawn(move || {
         let _ = sender.send(child.wait_with_output());
     });
-    match receiver.recv_timeout(timeout) {
-        Ok(output) => output.map_err(|e| Error::io(format!("wait for `{description}`"), e)),
-        Err(_) => {
-            send_signal(pid, libc::SIGKILL);
-            // Reap it so the helper thread ends; the kill makes this immediate.
-            let _ = receiver.recv();
-            Err(Error::Timeout { what: description, seconds: timeout.as_secs() })
+    let deadline = Instant::now() + timeout;
+    let failure = loop {
+        let wait = INTERRUPT_POLL.min(deadline.saturating_duration_since(Instant::now()));
+        match receiver.recv_timeout(wait) {
+            Ok(output) => return output.map_err(|e| Error::io(format!("wait for `{description}`"), e)),
+            Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {
+                if let Err(interrupted) = interrupt::check(|| format!("while running `{description}`")) {
+                    break interrupted;
+                }
+            }
+            Err(_) => break Error::Timeout { what: description, seconds: timeout.as_secs() },
         }
-    }
+    };
+    send_signal(pid, libc::SIGKILL);
+    // Reap it so the helper thread ends; the kill makes this immediate.
+    let _ = receiver.recv();
+    Err(failure)
 }
 
 /// Like [`run_bounded`] but a non-zero exit is an error carrying the program's output.
@@ -120,6 +134,11 @@ impl ServerProcess {
             },
             ServerProcess::Pid(pid, program) => (!is_alive(*pid, program)).then(|| "exited".to_string()),
         }
+    }
+
+    /// Whether this process started it (and must reap it), rather than finding its pid file.
+    pub(crate) fn is_child(&self) -> bool {
+        matches!(self, ServerProcess::Child(_))
     }
 
     /// Waits up to `timeout` for the process to end; true if it did.
