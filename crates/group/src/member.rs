@@ -457,13 +457,18 @@ impl<S: LogStore> Member<S> {
 
     /// A member found at a seed address: join requests go to it too.
     fn add_seed(&mut self, id: MemberId) {
-        if id != self.info.id && self.seeds.insert(id) {
-            self.next_join_ms = self.now_ms;
-            // A primary member sends a seed nothing else: if it is of another bootstrap of
-            // this cluster, this is how the two find out. Every member answers.
-            self.probed_seeds.insert(id);
-            self.send(id, Body::Probe { address: self.info.address.clone() });
+        if id == self.info.id {
+            return;
         }
+        if self.seeds.insert(id) {
+            self.next_join_ms = self.now_ms;
+        }
+        // A primary member sends a seed nothing else: if it is of another bootstrap of this
+        // cluster, this is how the two find out. Every member answers. Also a member our
+        // cache names: an operator may have bootstrapped it again (a former member is the
+        // usual choice), and our `Join`, answered `Stale`, would race our own election.
+        self.probed_seeds.insert(id);
+        self.send(id, Body::Probe { address: self.info.address.clone() });
     }
 
     /// Every seed address was tried and every seed found has spoken, or it is too late to
@@ -606,7 +611,7 @@ impl<S: LogStore> Member<S> {
             Body::ForwardRefused { request, cut_off: false } => self.forward_again(request),
             Body::ForwardRefused { request, cut_off: true } => self.refused_by_cut_off_leader(request),
             Body::ReadIndex { request } => {
-                let index = if self.is_primary() && self.in_configuration(from) { self.read_index() } else { None };
+                let index = if self.leads_primary() && self.in_configuration(from) { self.read_index() } else { None };
                 self.send(from, Body::ReadIndexReply { request, index });
             }
             Body::ReadIndexReply { request, index } => {
@@ -1439,7 +1444,7 @@ impl<S: LogStore> Member<S> {
             return;
         }
         let cut_off = !matches!(op, Op::Message { .. }) && self.cut_off();
-        if !(self.is_primary() && self.raft.role() == Role::Leader && !cut_off && self.propose(&op)) {
+        if !(self.leads_primary() && self.raft.role() == Role::Leader && !cut_off && self.propose(&op)) {
             self.send(from, Body::ForwardRefused { request, cut_off });
             return;
         }
@@ -2273,7 +2278,8 @@ impl<S: LogStore> Member<S> {
     /// while it holds a quorum, also once its own leave took it out of the view: it leads
     /// until its heir takes over (`hand_over_lead`), and a follower told otherwise would show
     /// its server a non-primary view meanwhile, where Galera's stay primary as a member leaves
-    /// (mtr MDEV-29142: node 2's causal read failed as node 1, the leader, left).
+    /// (mtr MDEV-29142: node 2's causal read failed as node 1, the leader, left). Until then
+    /// it also orders what they forward and answers their read-index questions.
     fn leads_primary(&self) -> bool {
         self.is_primary() || (self.failed.is_none() && self.leaving && self.is_primary_as_leader())
     }
@@ -2696,7 +2702,8 @@ mod tests {
             let mut m = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), earlier, 0);
             run(&mut m, 0, 100);
             let again = MemberInfo { incarnation: 1, ..info(1) };
-            let mut r = Member::restart(again, config.clone(), m.into_store(), &[], 0, 0);
+            // Member 2 is known already, as a former member bootstrapped again would be.
+            let mut r = Member::restart(again, config.clone(), m.into_store(), &[MemberId(2)], 0, 0);
             r.expect_seed_addresses(seed_addresses);
             r
         };
