@@ -225,14 +225,16 @@ impl Cluster {
     /// Starts every node that is not running and waits until each is ready. A node that
     /// crashed restarts at the position `--wsrep-recover` finds in InnoDB, as the packaging
     /// does. A new cluster is bootstrapped by its first node (`--wsrep-new-cluster`), then the
-    /// others join in order. A cluster that ran before and has no node running (every node
-    /// crashed or was stopped) is never bootstrapped again: every node starts at once and
-    /// they form the primary component again as soon as a majority is up.
+    /// others join in order. A cluster that ran before is never bootstrapped again: its
+    /// stopped nodes start at once, so they form the primary component again as soon as a
+    /// majority is up, with or without nodes still running. One at a time, a node that needs
+    /// another stopped one for a majority would wait for it for ever (a node left running
+    /// alone after the others were killed is not primary, and the next one cannot join it).
     pub fn start(&mut self) -> Result<()> {
         let none_running = !self.nodes.iter_mut().any(|node| node.is_running());
         let ran_before = self.nodes.iter().any(|node| node.saved_state_file().exists());
-        if none_running && ran_before {
-            self.restart_all()?;
+        if ran_before {
+            self.start_stopped_at_once()?;
             return self.start_arbitrator();
         }
         // Bootstrapping next to a running primary component would split the cluster in two.
@@ -241,8 +243,7 @@ impl Cluster {
             if node.is_running() {
                 continue;
             }
-            let start_position = node.restart_position()?;
-            node.start(bootstrap, start_position.as_ref())?;
+            node.start(bootstrap, None)?;
             bootstrap = false;
         }
         self.start_arbitrator()
@@ -285,14 +286,15 @@ impl Cluster {
         }
     }
 
-    fn restart_all(&mut self) -> Result<()> {
-        let positions = self.nodes.iter().map(Node::restart_position).collect::<Result<Vec<_>>>()?;
-        for (node, position) in self.nodes.iter_mut().zip(&positions) {
-            node.launch(false, position.as_ref())?;
+    fn start_stopped_at_once(&mut self) -> Result<()> {
+        let stopped: Vec<usize> = (0..self.nodes.len()).filter(|&i| !self.nodes[i].is_running()).collect();
+        let positions = stopped.iter().map(|&i| self.nodes[i].restart_position()).collect::<Result<Vec<_>>>()?;
+        for (&i, position) in stopped.iter().zip(&positions) {
+            self.nodes[i].launch(false, position.as_ref())?;
         }
         let mut first_error = None;
-        for node in &mut self.nodes {
-            if let Err(e) = node.wait_ready() {
+        for &i in &stopped {
+            if let Err(e) = self.nodes[i].wait_ready() {
                 first_error.get_or_insert(e);
             }
         }

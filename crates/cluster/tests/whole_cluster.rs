@@ -229,3 +229,27 @@ fn a_node_ahead_of_a_later_bootstrap_is_refused_and_keeps_its_position() {
     wait_for_status(&nodes[1], &[("wsrep_cluster_size", "1"), ("wsrep_cluster_status", "Primary")], BACK_WITHIN);
     assert_eq!(sql(&nodes[1], "SELECT COUNT(*) FROM b.t").trim(), "0");
 }
+
+/// Node 2 stopped cleanly (it left: the voters are nodes 1 and 3), then node 3 killed: node 1,
+/// still running, is alone of two voters and not primary. `cluster up` (`Cluster::start`)
+/// starts both stopped nodes at once: node 3 makes the majority again and node 2 joins. One
+/// at a time, node 2 came first and waited for a primary component that only node 3 could
+/// make, until it timed out, and node 3 was never started.
+#[test]
+fn stopped_nodes_of_a_cluster_with_a_node_left_running_start_at_once() {
+    let _serial = one_at_a_time();
+    let mut test = TestCluster::start("partial_restart", 3);
+    sql(&test.cluster.nodes[0], "CREATE DATABASE p; CREATE TABLE p.t (id INT PRIMARY KEY)");
+    let nodes = &mut test.cluster.nodes;
+    nodes[1].stop().unwrap();
+    sql(&nodes[0], "INSERT INTO p.t VALUES (1)");
+    nodes[2].kill().unwrap();
+    wait_for_status(&nodes[0], &[("wsrep_cluster_status", "non-Primary")], BACK_WITHIN);
+    let started = Instant::now();
+    test.cluster.start().unwrap();
+    println!("every node ready {:.1} s after `cluster up`", started.elapsed().as_secs_f64());
+    assert_all_synced(&test.cluster.nodes);
+    for node in &test.cluster.nodes {
+        assert_eq!(sql(node, "SET SESSION wsrep_sync_wait = 15; SELECT COUNT(*) FROM p.t").trim(), "1");
+    }
+}
