@@ -555,6 +555,9 @@ pub struct Core<W> {
     synced_since: Option<Seqno>,
     /// The members of the last primary view the server saw, until a non-primary one.
     server_view: Option<Vec<Uuid>>,
+    /// The seqno of the view at this node's own position while the server is shown it
+    /// (`Core::last_committed_reported`).
+    view_at_own_position: Option<Seqno>,
     /// This node's data is not the group's (an apply failure the vote went against, a gap in
     /// the order): every later save of its position says so, until a full transfer.
     inconsistent: bool,
@@ -634,6 +637,7 @@ impl<W: Clone + PartialEq> Core<W> {
             synced_before_loss: false,
             synced_since: None,
             server_view: None,
+            view_at_own_position: None,
             receivers: 0,
             next_handle: 1,
             trxs: HashMap::new(),
@@ -709,6 +713,29 @@ impl<W: Clone + PartialEq> Core<W> {
 
     pub fn last_committed(&self) -> Gtid {
         Gtid::new(self.group(), self.committed.last_contiguous())
+    }
+
+    /// What the server is told is committed (`last_committed_id`): [`Core::last_committed`],
+    /// but the seqno before it while the server is shown a view at this node's own position
+    /// (`Core::showing_view_at_own_position`). MariaDB stores every primary view and moves
+    /// its storage checkpoint to the view's seqno, unless the provider reports that very
+    /// seqno committed (its rule for Galera 3's views without a seqno of their own). Our
+    /// position can be ahead of the server's checkpoint by views the server was not shown;
+    /// a view stored ahead of the checkpoint then makes the server refuse the position of
+    /// its next bypass transfer, after a crash ("SST script passed bogus GTID"), so the
+    /// server must take the view's position as its checkpoint. It holds every writeset up to
+    /// it (a clean stop flushed them; after a crash our position is the server's own).
+    pub fn last_committed_reported(&self) -> Gtid {
+        let committed = self.last_committed();
+        match self.view_at_own_position {
+            Some(seqno) if seqno == committed.seqno && seqno > 0 => Gtid::new(committed.uuid, seqno - 1),
+            _ => committed,
+        }
+    }
+
+    /// The server is shown (`Some`) or was shown (`None`) the view at our own position.
+    pub fn showing_view_at_own_position(&mut self, seqno: Option<Seqno>) {
+        self.view_at_own_position = seqno;
     }
 
     pub fn member(&self) -> Uuid {

@@ -145,13 +145,18 @@ impl Provider {
     }
 
     /// A restarted node that holds the order after its position: the server starts on a view
-    /// at that position, as Galera 3 delivered views without a seqno of their own (the server
-    /// stores the view and keeps its checkpoint, since the provider reports that same position
-    /// committed). The order's own view then follows in its place.
+    /// at that position, and takes it as its checkpoint (`Core::last_committed_reported`).
+    /// The order's own view then follows in its place.
     fn start_from_own_state(&self, ctx: RecvCtx, generation: u64, view: &View, position: Gtid) -> Result<(), Status> {
         let at_position = View { state_id: position, ..view.clone() };
-        self.app.connected(&at_position).map_err(|e| self.callback_failed(e.0))?;
-        self.show_view(ctx, &at_position)?;
+        self.with_core(|core| core.showing_view_at_own_position(Some(position.seqno)));
+        let shown = self
+            .app
+            .connected(&at_position)
+            .map_err(|e| self.callback_failed(e.0))
+            .and_then(|()| self.show_view(ctx, &at_position));
+        self.with_core(|core| core.showing_view_at_own_position(None));
+        shown?;
         self.with_core(|core| core.catch_up_from_own_log(generation, position))
     }
 

@@ -367,7 +367,7 @@ impl Provider {
     }
 
     pub fn last_committed_id(&self) -> Gtid {
-        self.lock_core().last_committed()
+        self.lock_core().last_committed_reported()
     }
 }
 
