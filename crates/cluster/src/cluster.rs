@@ -287,14 +287,15 @@ impl Cluster {
     }
 
     fn start_stopped_at_once(&mut self) -> Result<()> {
-        let stopped: Vec<usize> = (0..self.nodes.len()).filter(|&i| !self.nodes[i].is_running()).collect();
-        let positions = stopped.iter().map(|&i| self.nodes[i].restart_position()).collect::<Result<Vec<_>>>()?;
-        for (&i, position) in stopped.iter().zip(&positions) {
-            self.nodes[i].launch(false, position.as_ref())?;
+        let mut stopped: Vec<&mut Node> = self.nodes.iter_mut().collect();
+        stopped.retain_mut(|node| !node.is_running());
+        let positions = stopped.iter().map(|node| node.restart_position()).collect::<Result<Vec<_>>>()?;
+        for (node, position) in stopped.iter_mut().zip(&positions) {
+            node.launch(false, position.as_ref())?;
         }
         let mut first_error = None;
-        for &i in &stopped {
-            if let Err(e) = self.nodes[i].wait_ready() {
+        for node in &mut stopped {
+            if let Err(e) = node.wait_ready() {
                 first_error.get_or_insert(e);
             }
         }
