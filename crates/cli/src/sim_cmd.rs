@@ -155,8 +155,8 @@ fn run_provider(seeds: RangeInclusive<u64>, one: bool, trace: bool) {
         "provider layer: {runs} seeds passed in {:.1} s: {acked} commits acknowledged, {crashes} node crashes, \
          {transfers} state transfers ({lost_with_donor} more lost with a donor that died, the joiner asking another; \
          {new_scripts} joiner scripts started again after such a donor broke them); restarts that held their order: {alone} caught up alone, {with_transfer} took a \
-         transfer from a member that stayed up synced; {awaited} requests of joiners that guessed who is synced \
-         awaited the group's donor choice ({wrong} guesses the answer corrected, {untold} went by their guess, told nothing in time); {lost} runs lost every holder of the certification state for good (no node \
+         transfer from a member that stayed up synced; {awaited} requests awaited the group's donor choice on a \
+         member that guessed who is synced (the joiner, or a possible donor) ({wrong} guesses the answer corrected, {untold} went by their guess, told nothing in time); {lost} runs lost every holder of the certification state for good (no node \
          had a usable checkpoint; safety judged, not convergence)",
         started.elapsed().as_secs_f64()
     );

@@ -112,6 +112,7 @@ impl<W: Clone + PartialEq> Core<W> {
             restart: super::phase::Restart::Undecided,
             checkpoint: opening.checkpoint,
             awaited_choice: None,
+            possible_donations: Default::default(),
         });
         self.set_phase(Phase::Opening);
         self.events.clear();

@@ -1,9 +1,9 @@
 //! Who donates for a state request. Every member picks the same donor from the ordered
 //! history (`choose_donor`), provided it knows which members are synced. A member that joined
 //! after their announcements only guesses that set; its own request then waits for the choice
-//! of a member that knows, read on from the order. See
-//! docs/design/donor-choice-of-a-guessing-joiner.md.
-use super::apply::Event;
+//! of a member that knows, read on from the order, and so does whether it donates for
+//! another's. See docs/design/donor-choice-of-a-guessing-joiner.md.
+use super::apply::{Donation, Event};
 use super::ordering::{incarnation_in, DeliveryContext, Payload};
 use super::phase::{CatchUp, Handshake, Phase};
 use super::Core;
@@ -30,6 +30,41 @@ pub struct AwaitedChoice {
     since_ms: u64,
     /// Bytes of writesets read on meanwhile.
     held_bytes: usize,
+}
+
+/// Another member's state request, ordered while this node guessed which members are
+/// synced: the group may have chosen this node, which only the choice of a member that knows
+/// tells. Our guess's bookkeeping is done at the request and put right by the answer.
+#[derive(Debug)]
+pub struct PossibleDonation {
+    /// Our own guess, taken if nobody answers.
+    guess: Option<MemberId>,
+    /// The seqno the request was ordered after, and whether its sender holds a state.
+    after: Seqno,
+    joiner_has_state: bool,
+    /// Made at the request, before its bookkeeping, if this node could donate (it holds the
+    /// state, and the view names this incarnation): completed by `as_chosen_donor`.
+    donation: Option<(Box<Donation>, u64)>,
+    since_ms: u64,
+}
+
+/// A donation made at a request before its bookkeeping, as the donor that knows makes it
+/// after: itself among the donors, neither it nor the joiner synced, and a joiner without a
+/// state waiting for a snapshot taken after the request.
+fn as_chosen_donor(mut donation: Donation, me: MemberId, incarnation: u64) -> Donation {
+    let (joiner, after, joiner_has_state) = (donation.joiner, donation.after, donation.joiner_has_state);
+    let preload = &mut donation.preload;
+    preload.synced.retain(|id| *id != me && *id != joiner);
+    preload.donors.retain(|(id, _)| *id != me);
+    preload.donors.push((me, incarnation));
+    preload.donors.sort_unstable();
+    let joiners = &mut preload.votes.snapshot_joiners;
+    joiners.retain(|(id, _)| *id != joiner);
+    if !joiner_has_state {
+        joiners.push((joiner, after));
+        joiners.sort_unstable();
+    }
+    donation
 }
 
 impl<W: Clone + PartialEq> Core<W> {
@@ -61,7 +96,9 @@ impl<W: Clone + PartialEq> Core<W> {
             // told (provider simulator, seed 2245 of the donor-choice invariant).
             self.ordering.synced_guessed = true;
         }
-        if request.guessing && live && origin != me && self.knows_who_is_synced() {
+        if live && self.knows_who_is_synced() {
+            // Every request, not only a guessing joiner's: a member that guesses may be the
+            // donor, and waits for this to know.
             let (joiner, id) = (origin, request.id);
             self.effects.send.push((Control::DonorChoice { joiner, id, donor }, 0));
         }
@@ -81,6 +118,34 @@ impl<W: Clone + PartialEq> Core<W> {
             return;
         }
         let knows = self.knows_who_is_synced();
+        if live && !knows && origin != me {
+            // Decided when the choice comes (`possible_donation_decided`); `donor_chosen`
+            // starts no donation meanwhile.
+            let r = &request;
+            let could_donate = self.has_state() && self.is_this_incarnation();
+            let donation = could_donate.then(|| {
+                let made = self.donation(
+                    origin,
+                    r.id,
+                    r.sst_request.clone(),
+                    after,
+                    r.position,
+                    r.has_state,
+                    r.ist_addr.clone(),
+                    r.own_order,
+                );
+                let c = self.connection.as_ref().expect("checked");
+                (Box::new(made), incarnation_in(&c.view.members, me).unwrap_or(0))
+            });
+            let possible = PossibleDonation {
+                guess: donor,
+                after,
+                joiner_has_state: r.has_state,
+                donation,
+                since_ms: self.clock_ms,
+            };
+            self.connection.as_mut().expect("checked").possible_donations.insert((origin, r.id), possible);
+        }
         self.donor_chosen(after, origin, request, donor, live, current, late, knows);
     }
 
@@ -138,11 +203,15 @@ impl<W: Clone + PartialEq> Core<W> {
             // even for a request we no longer count as ours.
             self.connection.as_mut().expect("checked").had_donor = true;
         }
-        log::info!(
-            "member {joiner_name} (position {}) requested state transfer from '{}'; selected {donor_name} as donor",
-            request.position,
-            if request.donors.is_empty() { "*any*" } else { request.donors.as_str() }
-        );
+        // Guessed: a member that knows tells (`possible_donation_decided`).
+        let awaits_choice = self.connection.as_ref().is_some_and(|c| c.possible_donations.contains_key(&(origin, id)));
+        if !awaits_choice {
+            log::info!(
+                "member {joiner_name} (position {}) requested state transfer from '{}'; selected {donor_name} as donor",
+                request.position,
+                if request.donors.is_empty() { "*any*" } else { request.donors.as_str() }
+            );
+        }
         if ours {
             let c = self.connection.as_mut().expect("checked");
             let incarnation = incarnation_in(&c.view.members, donor).unwrap_or(0);
@@ -161,16 +230,97 @@ impl<W: Clone + PartialEq> Core<W> {
                 self.set_catch_up(CatchUp::AtRequest(after));
             }
         }
-        // Our member id in a view of our previous incarnation (we restarted before the group
-        // dropped it) names that incarnation, not us: it was chosen, and its joiner finds
-        // it gone and asks again (provider simulator, seed 55: a restarted member donated for
-        // a joiner that had left, and was chosen again meanwhile).
-        let c = self.connection.as_ref().expect("checked");
-        let this_incarnation = incarnation_in(&c.view.members, me).map(|i| super::member_uuid(me, i)) == Some(c.member);
-        if donor == me && this_incarnation {
+        if donor == me && self.is_this_incarnation() && !awaits_choice {
             let StateRequest { sst_request, position, has_state, ist_addr, own_order, id, .. } = request;
             let donation = self.donation(origin, id, sst_request, after, position, has_state, ist_addr, own_order);
             self.push_event(Event::Donate(Box::new(donation)));
+        }
+    }
+
+    /// Our member id in a view of our previous incarnation (we restarted before the group
+    /// dropped it) names that incarnation, not us: it was chosen, and its joiner finds it
+    /// gone and asks again (provider simulator, seed 55: a restarted member donated for a
+    /// joiner that had left, and was chosen again meanwhile).
+    fn is_this_incarnation(&self) -> bool {
+        let Some(c) = self.connection.as_ref() else { return false };
+        incarnation_in(&c.view.members, c.me).map(|i| super::member_uuid(c.me, i)) == Some(c.member)
+    }
+
+    /// A member that knows told its donor choice for `joiner`'s request `id`: if this node
+    /// guessed at it, the choice decides whether it donates. Later answers find nothing.
+    pub(super) fn donor_choice_ordered(&mut self, joiner: MemberId, id: u64, donor: Option<MemberId>, live: bool) {
+        let Some(c) = self.connection.as_mut().filter(|_| live) else { return };
+        if let Some(possible) = c.possible_donations.remove(&(joiner, id)) {
+            self.possible_donation_decided(joiner, id, possible, donor, true);
+        }
+    }
+
+    /// Whether this node donates for `joiner`'s request `id`, known at last (`answered`: told
+    /// by a member that knows; else our own guess after the bound).
+    fn possible_donation_decided(
+        &mut self,
+        joiner: MemberId,
+        id: u64,
+        possible: PossibleDonation,
+        donor: Option<MemberId>,
+        answered: bool,
+    ) {
+        let Some(me) = self.connection.as_ref().map(|c| c.me) else { return };
+        let guess = possible.guess;
+        self.observed(|| super::Observation::DonorChoice { guess, chosen: donor, answered });
+        if answered {
+            self.observed(|| super::Observation::DonorTaken { joiner, id, donor, authoritative: true });
+            if donor != guess {
+                self.correct_guess(joiner, &possible, donor);
+            }
+        }
+        let name = |id: Option<MemberId>| {
+            let c = self.connection.as_ref().expect("checked");
+            id.and_then(|id| c.view.members.iter().find(|m| m.id == id)).map_or("none".to_string(), |m| m.name.clone())
+        };
+        log::info!(
+            "state transfer requested by member {}: {} as donor{}",
+            name(Some(joiner)),
+            name(donor),
+            if answered { ", as a member that knows who is synced chose" } else { ", our guess: nobody told us" }
+        );
+        if donor == Some(me) {
+            if let Some((donation, incarnation)) = possible.donation {
+                self.push_event(Event::Donate(Box::new(as_chosen_donor(*donation, me, incarnation))));
+            }
+        }
+    }
+
+    /// The group's donor for `joiner`'s request differs from our guess: our guessed synced
+    /// set takes the group's bookkeeping instead of the guess's (`donor_chosen`), so that a
+    /// later guess (nobody answering) does not name a member that donates, and our own
+    /// donation's end is not waited for when we donate nothing.
+    fn correct_guess(&mut self, joiner: MemberId, possible: &PossibleDonation, donor: Option<MemberId>) {
+        let Some(c) = self.connection.as_ref() else { return };
+        let incarnation = |id| incarnation_in(&c.view.members, id);
+        let (guess_in_view, donor_incarnation) = (possible.guess.and_then(incarnation), donor.and_then(incarnation));
+        let o = &mut self.ordering;
+        if let Some(guess) = possible.guess {
+            o.donors.remove(&guess);
+            if guess_in_view.is_some() {
+                o.synced.insert(guess);
+            }
+        }
+        match donor {
+            Some(donor) => {
+                o.synced.remove(&donor);
+                o.synced.remove(&joiner);
+                o.donors.insert(donor, donor_incarnation.unwrap_or(0));
+                if possible.guess.is_none() && !possible.joiner_has_state {
+                    o.snapshot_joiners.insert(joiner, possible.after);
+                    self.tally_all();
+                }
+            }
+            None => {
+                if o.snapshot_joiners.get(&joiner) == Some(&possible.after) {
+                    o.snapshot_joiners.remove(&joiner);
+                }
+            }
         }
     }
 
@@ -217,6 +367,7 @@ impl<W: Clone + PartialEq> Core<W> {
     /// this node goes by its own guess. The wait counts only in a primary component: out of
     /// one, nothing is ordered, answers included.
     pub(super) fn choice_wait_due(&mut self, now_ms: u64, primary: bool) {
+        self.possible_donations_due(now_ms, primary);
         let Some(awaited) = self.connection.as_mut().and_then(|c| c.awaited_choice.as_mut()) else { return };
         if !primary {
             awaited.since_ms = now_ms;
@@ -229,6 +380,36 @@ impl<W: Clone + PartialEq> Core<W> {
                 CHOICE_WAIT_MS / 1000
             );
             self.go_by_own_guess();
+        }
+    }
+
+    /// As `choice_wait_due`, for the requests of others this node may donate for. The wait
+    /// counts only while this node reads the order: an answer behind a full apply queue, or
+    /// held while our own request awaits its choice, is not late.
+    fn possible_donations_due(&mut self, now_ms: u64, primary: bool) {
+        let reading = !self.deliveries_held && self.held_deliveries.is_empty();
+        let Some(c) = self.connection.as_mut() else { return };
+        if !primary || !reading || c.awaited_choice.is_some() {
+            c.possible_donations.values_mut().for_each(|p| p.since_ms = now_ms);
+            return;
+        }
+        let due: Vec<(MemberId, u64)> = c
+            .possible_donations
+            .iter()
+            .filter(|(_, p)| now_ms >= p.since_ms + CHOICE_WAIT_MS)
+            .map(|(k, _)| *k)
+            .collect();
+        for (joiner, id) in due {
+            let Some(possible) = self.connection.as_mut().and_then(|c| c.possible_donations.remove(&(joiner, id)))
+            else {
+                continue;
+            };
+            log::warn!(
+                "no member told its donor choice for {joiner}'s state request within {} s: going by our own",
+                CHOICE_WAIT_MS / 1000
+            );
+            let guess = possible.guess;
+            self.possible_donation_decided(joiner, id, possible, guess, false);
         }
     }
 

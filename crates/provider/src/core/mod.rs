@@ -275,6 +275,10 @@ pub struct Connection {
     /// Our state request, ordered while we guessed which members are synced, awaiting the
     /// donor choice of a member that knows.
     pub awaited_choice: Option<donor_choice::AwaitedChoice>,
+    /// Other members' state requests, ordered while we guessed which members are synced:
+    /// whether we donate waits for the donor choice of a member that knows, keyed by joiner
+    /// and request id.
+    pub possible_donations: BTreeMap<(MemberId, u64), donor_choice::PossibleDonation>,
     /// The certification checkpoint found at the start, until the first delivery says
     /// whether it fits.
     pub checkpoint: Option<Box<Checkpoint>>,
@@ -590,8 +594,9 @@ pub enum Observation {
     Certified { seqno: Seqno, verdict: Verdict, with_group_state: bool },
     /// A donor's certification state was installed for the order after `at`.
     IndexInstalled { at: Seqno, digest: u64 },
-    /// Our state request awaited the donor choice of a member that knows who is synced:
-    /// `guess` was ours, `chosen` the one taken (`answered`: told, else our guess after the bound).
+    /// A state request, ours or one we might donate for, awaited the donor choice of a member
+    /// that knows who is synced: `guess` was ours, `chosen` the one taken (`answered`: told,
+    /// else our guess after the bound).
     DonorChoice { guess: Option<MemberId>, chosen: Option<MemberId>, answered: bool },
     /// This member took `donor` as the donor for `joiner`'s state request `id` (delivered live
     /// or replayed from its log), knowing who is synced or told by a member that knows

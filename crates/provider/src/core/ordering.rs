@@ -720,6 +720,8 @@ impl<W: Clone + PartialEq> Core<W> {
         let closing = matches!(self.phase, Phase::Closing { .. });
         let Some(c) = self.connection.as_mut() else { return };
         c.view = view.clone();
+        // A joiner gone needs no donor.
+        c.possible_donations.retain(|(joiner, _), _| view.contains(*joiner));
         if !view.contains(me) {
             if closing {
                 // The view that removes us after we left: the server never sees it, so
@@ -895,8 +897,9 @@ impl<W: Clone + PartialEq> Core<W> {
                 }
             }
             Control::StateRequest(request) => self.state_request_ordered(after, origin, request, live),
-            // Taken as it arrives, by the member whose request awaits it (`read_on_for_choice`).
-            Control::DonorChoice { .. } => {}
+            // Taken as it arrives by the member whose request awaits it (`read_on_for_choice`);
+            // here by a member that guessed whether it donates.
+            Control::DonorChoice { joiner, id, donor } => self.donor_choice_ordered(joiner, id, donor, live),
             Control::TransferFailed { joiner, id, rcode } => {
                 // Replayed ones (from before a restart) are of a past connection.
                 if !live {

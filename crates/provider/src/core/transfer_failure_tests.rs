@@ -848,7 +848,7 @@ fn a_guessing_joiner_that_hears_no_choice_goes_by_its_own_guess_after_a_bound() 
 }
 
 #[test]
-fn members_that_know_who_is_synced_answer_a_guessing_request_and_a_guessing_member_does_not() {
+fn members_that_know_who_is_synced_answer_every_request_and_a_guessing_member_does_not() {
     let (mut donor, _) = donating();
     let generation = donor.generation();
     let mut asked = request(REQUEST + 1);
@@ -860,10 +860,96 @@ fn members_that_know_who_is_synced_answer_a_guessing_request_and_a_guessing_memb
     donor.on_delivered(generation, 2, control(OTHER, asked.clone()), live());
     let answer = Control::DonorChoice { joiner: OTHER, id: REQUEST + 1, donor: None };
     assert_eq!(sent_of(&mut donor, |c| matches!(c, Control::DonorChoice { .. })), [answer], "donating: none synced");
+    // A request that does not guess too: a member that guesses may be the one chosen.
+    donor.on_delivered(generation, 2, control(OTHER, request(REQUEST + 2)), live());
+    let answer = Control::DonorChoice { joiner: OTHER, id: REQUEST + 2, donor: None };
+    assert_eq!(sent_of(&mut donor, |c| matches!(c, Control::DonorChoice { .. })), [answer]);
 
     let (mut joiner, generation, _) = guessing_joiner();
     joiner.on_delivered(generation, 2, control(OTHER, asked), live());
     assert_eq!(sent_of(&mut joiner, |c| matches!(c, Control::DonorChoice { .. })), []);
+}
+
+/// Member 2 joined a running group and took its state from member 1, whose synced set was a
+/// guess (it had reconnected with its own data): member 2 guesses who is synced too, member 3
+/// and, if `announced`, itself. Member 4 asks for a state (`REQUEST`, ordered after seqno 3).
+fn guessing_member_asked(announced: bool) -> (Core<u32>, u64) {
+    let (mut core, generation, own) = guessing_joiner();
+    core.on_delivered(generation, 2, control(JOINER, own), live());
+    core.on_delivered(generation, 2, choice(REQUEST, Some(DONOR)), live());
+    let guessed = Preload { synced_guessed: true, synced: vec![OTHER], ..preload(2) };
+    core.install_stream(generation, whole_stream(2, None, vec![]), guessed).unwrap();
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 2), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 2)));
+    core.on_delivered(generation, 3, view(3, &[DONOR, JOINER, OTHER, FOURTH]), live());
+    if announced {
+        core.on_delivered(generation, 3, control(JOINER, SYNCED), live());
+    }
+    assert!(core.guesses_who_is_synced());
+    core.on_group_status(generation, &test_status(JOINER, true, &[DONOR, JOINER, OTHER, FOURTH]), 1_000);
+    core.on_delivered(generation, 3, control(FOURTH, request(REQUEST)), live());
+    (core, generation)
+}
+
+const FOURTH: MemberId = MemberId(4);
+
+/// A member's donor choice for member 4's request `REQUEST`.
+fn choice_for_fourth(from: MemberId, donor: Option<MemberId>) -> Payload {
+    control(from, Control::DonorChoice { joiner: FOURTH, id: REQUEST, donor })
+}
+
+#[test]
+fn a_member_that_guesses_donates_when_a_member_that_knows_names_it_not_by_its_own_guess() {
+    // Its guess names member 3; the members that know chose member 2 (member 3 was, say,
+    // desynced).
+    let (mut core, generation) = guessing_member_asked(false);
+    assert_eq!(donations(&mut core, generation), [], "waits for the choice");
+    core.on_delivered(generation, 3, choice_for_fourth(DONOR, Some(JOINER)), live());
+    let donation = std::iter::from_fn(|| match core.next_task(generation, &APPLIER) {
+        Some(Task::Run(event)) => Some(event),
+        _ => None,
+    })
+    .find_map(|event| match event {
+        Event::Donate(d) => Some(d),
+        _ => None,
+    })
+    .expect("donates once told");
+    assert_eq!((donation.joiner, donation.request_id, donation.after), (FOURTH, REQUEST, 3), "made at the request");
+    // Its state as the chosen donor's: it donates (as member 1 still does, for it), member 3
+    // is still synced, member 4 waits for a snapshot.
+    assert_eq!(donation.preload.donors, [(DONOR, 1), (JOINER, 1)]);
+    assert_eq!(donation.preload.synced, [OTHER]);
+    assert_eq!(donation.preload.votes.snapshot_joiners, [(FOURTH, 3)]);
+    assert!(donation.preload.synced_guessed);
+    assert_eq!(core.ordering.donors.keys().collect::<Vec<_>>(), [&DONOR, &JOINER], "the guess put right");
+    assert!(core.ordering.synced.contains(&OTHER));
+    // Another member's answer to the same request changes nothing.
+    core.on_delivered(generation, 3, choice_for_fourth(OTHER, Some(JOINER)), live());
+    assert_eq!(donations(&mut core, generation), []);
+
+    // Its guess names itself; the members that know chose member 3.
+    let (mut core, generation) = guessing_member_asked(true);
+    assert_eq!(donations(&mut core, generation), []);
+    core.on_delivered(generation, 3, choice_for_fourth(DONOR, Some(OTHER)), live());
+    assert_eq!(donations(&mut core, generation), []);
+    // Not waiting for a donation's end of its own: its next announcement counts.
+    assert_eq!(core.ordering.donors.keys().collect::<Vec<_>>(), [&DONOR, &OTHER]);
+    assert_eq!(core.ordering.synced.iter().collect::<Vec<_>>(), [&JOINER]);
+}
+
+#[test]
+fn a_member_that_guesses_and_hears_no_choice_goes_by_its_guess_after_a_bound() {
+    let (mut core, generation) = guessing_member_asked(true);
+    let status = |primary| test_status(JOINER, primary, &[DONOR, JOINER, OTHER, FOURTH]);
+    // Out of the primary component nothing is ordered: the wait does not count.
+    let back = 1_000 + CHOICE_WAIT_MS;
+    core.on_group_status(generation, &status(false), back);
+    core.on_group_status(generation, &status(true), back + CHOICE_WAIT_MS - 1);
+    assert_eq!(donations(&mut core, generation), []);
+    core.on_group_status(generation, &status(true), back + CHOICE_WAIT_MS);
+    assert_eq!(donations(&mut core, generation), [FOURTH], "its own guess");
+    core.on_delivered(generation, 3, choice_for_fourth(DONOR, Some(JOINER)), live());
+    assert_eq!(donations(&mut core, generation), [], "too late");
 }
 
 #[test]
