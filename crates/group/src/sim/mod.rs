@@ -168,6 +168,9 @@ struct Node {
     barriers: Vec<(u64, Seqno)>,
     /// Counts starts, so the external application sees a restart it did not ask for.
     incarnation: u64,
+    /// Seed addresses a restarted member's transport still tries, as (when, whose,
+    /// first try): every member's, its own among them, as `wsrep_cluster_address` lists them.
+    seed_tries: Vec<(u64, usize, bool)>,
 }
 
 /// One simulated cluster.
@@ -262,6 +265,7 @@ impl Sim {
                     barrier_tags: BTreeMap::new(),
                     barriers: Vec::new(),
                     incarnation: 1,
+                    seed_tries: Vec::new(),
                 }
             })
             .collect();
@@ -516,6 +520,7 @@ impl Sim {
             self.nodes[i].failures.clear();
             self.nodes[i].barrier_tags.clear();
             self.nodes[i].barriers.clear();
+            self.nodes[i].seed_tries.clear();
             self.nodes[i].leaving = false;
             self.nodes[i].restart_at_ms = restart_after_ms.map_or(u64::MAX, |d| self.now_ms + d);
             self.stats.crashes += 1;
@@ -549,6 +554,10 @@ impl Sim {
         let info = self.nodes[i].info.clone();
         let mut member = Member::restart(info, self.config.clone(), store, &ids, self.now_ms, consumed);
         member.set_rng_seed(self.rng.next_u64());
+        // Its cache counts once every seed had its say (docs/design/group-bootstrap-id.md).
+        member.expect_seed_addresses(self.nodes.len());
+        let tries = (0..self.nodes.len()).map(|seed| (self.now_ms + self.rng.range(1, 50), seed, true)).collect();
+        self.nodes[i].seed_tries = tries;
         self.nodes[i].member = Some(member);
         self.note(|| format!("restart {id} after seqno {consumed}"));
         Ok(())
@@ -637,6 +646,7 @@ impl Sim {
                 }
             }
         }
+        self.try_seed_addresses();
         for i in 0..self.nodes.len() {
             if let Some(m) = self.nodes[i].member.as_mut() {
                 m.tick(self.now_ms);
@@ -656,6 +666,30 @@ impl Sim {
             }
         }
         Ok(())
+    }
+
+    /// A restarted member's transport dials each seed address until a member answers there,
+    /// and reports each address's first try (`Member::seed_address_tried`), as the real one
+    /// does: a seed down or cut off answers nothing, and is tried again a second later.
+    fn try_seed_addresses(&mut self) {
+        for i in 0..self.nodes.len() {
+            let now = self.now_ms;
+            let (due, later): (Vec<_>, Vec<_>) = self.nodes[i].seed_tries.drain(..).partition(|t| t.0 <= now);
+            self.nodes[i].seed_tries = later;
+            for (_, seed, first_try) in due {
+                let up = self.nodes[seed].member.is_some();
+                let reachable = up && !self.cut.contains(&(i, seed)) && !self.cut.contains(&(seed, i));
+                let found = reachable.then(|| MemberId(seed as u64 + 1));
+                if found.is_none() {
+                    self.nodes[i].seed_tries.push((now + 1_000, seed, false));
+                }
+                if let Some(member) = self.nodes[i].member.as_mut() {
+                    if found.is_some() || first_try {
+                        member.seed_address_tried(found, first_try);
+                    }
+                }
+            }
+        }
     }
 
     fn note_leader(&mut self) {
