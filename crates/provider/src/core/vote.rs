@@ -231,9 +231,11 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         // A member whose commit succeeded where the group's failed: its data differs too.
         if !waiting && ours.is_some_and(|o| o != outcome) {
+            // Galera's words first, which MariaDB's tests suppress (galera_3nodes.galera_toi_vote).
             self.fail_inconsistent(&format!(
-                "Inconsistency detected: Inconsistent by consensus on {}: committed on this node but failed on a \
-                 majority of the members (vote); its data differs from the group's and it needs a full state transfer",
+                "Vote 0 (success) on {} is inconsistent with group. Leaving cluster. It committed on this node and \
+                 failed on a majority of the members: this node's data differs from the group's and it needs a full \
+                 state transfer",
                 Gtid::new(self.group(), seqno)
             ));
         }
