@@ -67,6 +67,9 @@ pub struct Status {
     /// The committed voters are those this member's weight, and every other's, call for
     /// (`pc.weight` is in force).
     pub weights_settled: bool,
+    /// The members heard from within the suspect timeout, this one among them: out of the
+    /// primary component, the component this member is in (Galera's non-primary view).
+    pub in_contact: Vec<MemberId>,
 }
 
 pub struct Member<S: LogStore> {
@@ -405,6 +408,7 @@ impl<S: LogStore> Member<S> {
             left: self.has_left(),
             failed: self.failed.clone(),
             weights_settled: !self.weight_pending,
+            in_contact: self.members_in_contact().into_iter().collect(),
         }
     }
 

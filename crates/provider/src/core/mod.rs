@@ -74,6 +74,7 @@ fn test_status(id: MemberId, primary: bool, view: &[MemberId]) -> lockstep_group
         recv_queue: 0,
         senders_paused: false,
         left: false,
+        in_contact: view.to_vec(),
         failed: None,
         weights_settled: true,
     }

@@ -5,7 +5,7 @@
 use super::apply::{primary_view, Event};
 use super::phase::{CatchUp, Component, Phase, Restart};
 use super::{Core, InFlight};
-use crate::application::{Member, View, ViewStatus};
+use crate::application::{View, ViewStatus};
 use crate::certification::{Candidate, CertificationIndex, Chains, Verdict};
 use crate::checkpoint::Checkpoint;
 use crate::state_transfer::transfer_failed_line;
@@ -257,7 +257,7 @@ impl<W: Clone + PartialEq> Core<W> {
             self.donor_left(generation, now_ms);
         }
         self.script_verdict_due(now_ms, None);
-        self.track_primary(primary);
+        self.track_primary(primary, &status.in_contact);
         if primary {
             self.view_after_gap(status);
         }
@@ -917,7 +917,8 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     /// Non-primary is reported to the application at once; the way back is a new view.
-    fn track_primary(&mut self, primary: bool) {
+    /// `in_contact`: the members this node hears from, its component when not primary.
+    fn track_primary(&mut self, primary: bool, in_contact: &[MemberId]) {
         let closing = matches!(self.phase, Phase::Closing { .. });
         let Some(c) = self.connection.as_mut() else { return };
         // Only a loss counts: a member that just joined may not see the primary component
@@ -929,8 +930,23 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         c.component = Component::NonPrimary;
         let (group, me, member) = (c.group, c.me, c.member);
-        let name = c.view.members.iter().find(|m| m.id == me).map_or(String::new(), |m| m.name.clone());
-        let incoming = c.view.members.iter().find(|m| m.id == me).map_or(String::new(), |m| m.incoming_address.clone());
+        // Galera's non-primary view lists the members of this node's component: those of the
+        // last primary view it still hears from (mtr galera_3nodes.galera_pc_weight).
+        let mut component = c.view.clone();
+        component.members.retain(|m| m.id == me || in_contact.contains(&m.id));
+        if !component.contains(me) {
+            // No primary view with us yet (a joiner): we are all we know of.
+            component.members.push(lockstep_group::MemberInfo {
+                id: me,
+                name: String::new(),
+                address: String::new(),
+                incoming_address: String::new(),
+                incarnation: 0,
+                arbitrator: false,
+                weight: 1,
+                segment: 0,
+            });
+        }
         if self.phase == Phase::Synced {
             self.set_phase(Phase::Joined);
             self.synced_before_loss = true;
@@ -943,14 +959,11 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         // A Note, as Galera logs its non-primary view: partitions are an operating condition.
         log::info!("lost the primary component: this node refuses writes until it rejoins one");
+        let seqno = self.committed.last_contiguous();
         let view = View {
-            state_id: Gtid::new(group, self.committed.last_contiguous()),
             conf_id: -1,
             status: ViewStatus::NonPrimary,
-            capabilities: super::CAPABILITIES,
-            my_index: 0,
-            members: vec![Member { id: member, name, incoming }],
-            proto_ver: super::APPLICATION_PROTOCOL,
+            ..super::apply::primary_view(group, seqno, &component, me, member)
         };
         self.push_event(Event::NonPrimary { view });
     }
