@@ -30,7 +30,10 @@ impl<W: Clone + PartialEq> Core<W> {
     /// Whether `connect` may go on: not connected yet, and a bootstrap only from a node that
     /// is safe to bootstrap from.
     pub fn may_connect(&self, bootstrap: bool) -> Result<(), Status> {
-        if self.connection.is_some() || self.failed {
+        // A node voted out as inconsistent may connect again, as with Galera (mtr
+        // galera_3nodes.galera_vote_rejoin_mysqldump): its saved position is undefined, so it
+        // takes a full transfer. Any other failure needs a restart.
+        if self.connection.is_some() || self.failed && !self.inconsistent {
             log::error!("connect called while already connected");
             return Err(Status::NodeFail);
         }
@@ -69,6 +72,11 @@ impl<W: Clone + PartialEq> Core<W> {
     /// The group member is running: the connection starts. Returns its generation.
     pub fn open(&mut self, opening: Opening) -> u64 {
         let bootstrap = opening.bootstrap_history.is_some();
+        if self.failed && self.inconsistent {
+            // Voted out; `close` left the position undefined: a full transfer follows.
+            self.failed = false;
+            self.inconsistent = false;
+        }
         if let Some(history) = opening.bootstrap_history {
             // The new cluster's history starts from what this node holds.
             self.position = Gtid::new(history, self.position.seqno.max(0));

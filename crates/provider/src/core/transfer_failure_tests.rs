@@ -1009,3 +1009,23 @@ fn a_state_made_for_another_request_of_ours_at_the_same_point_leaves_the_synced_
     install_donor_stream(&mut core, generation);
     assert!(!core.guesses_who_is_synced(), "made for the request it stopped at");
 }
+
+#[test]
+fn a_member_voted_out_as_inconsistent_may_connect_again_for_a_full_transfer_and_no_other_failed_one() {
+    let (mut core, _) = donating();
+    core.fail_inconsistent("Vote 0 (success) on the test's seqno is inconsistent with group. Leaving cluster.");
+    assert!(core.may_connect(false).is_err(), "still connected");
+    core.close("voted out");
+    assert_eq!(core.position, Gtid::UNDEFINED);
+    assert_eq!(core.may_connect(false), Ok(()));
+    let generation = open(&mut core, DONOR, false);
+    assert!(!core.is_failed());
+    assert!(core.on_delivered(generation, 3, view(3, &[DONOR, JOINER]), live()));
+    let RequestStart::Send(request) = core.begin_state_request(generation, REQUEST + 1) else { panic!("asks") };
+    assert_eq!(request.position, Gtid::UNDEFINED, "a full transfer");
+
+    let (mut core, _) = donating();
+    core.fail("a panic on a thread of ours");
+    core.close("failed");
+    assert!(core.may_connect(false).is_err(), "a restart only");
+}
