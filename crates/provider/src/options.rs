@@ -128,6 +128,7 @@ const SPECS: &[Spec] = &[
     opt("gcs.max_throttle", Kind::Share { to_one: false }, "0.25"),
     opt("gcs.recv_q_hard_limit", Kind::Size, "9223372036854775807"),
     opt("gcs.recv_q_soft_limit", Kind::Share { to_one: false }, "0.25"),
+    opt("gcs.stateless", Kind::Bool, "no"),
     opt("gcs.sync_donor", Kind::Bool, "no"),
     opt("gmcast.listen_addr", Kind::Text, ""),
     opt("gmcast.mcast_addr", Kind::Text, ""),

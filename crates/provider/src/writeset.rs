@@ -48,7 +48,8 @@ pub enum Control {
     /// after that seqno (none: it was not synced yet; this announcement makes it so).
     /// `ends_donation`: sent as a donation of the sender ended; while the sender donates, only
     /// such an announcement makes it a donor candidate again (docs/design/donor-chosen-twice.md).
-    Synced { since: Option<Seqno>, ends_donation: bool },
+    /// `stateless`: the sender runs with `gcs.stateless` and is never chosen to donate.
+    Synced { since: Option<Seqno>, ends_donation: bool, stateless: bool },
     /// How committing `seqno` ended on the sender: 0 committed, else a hash of its error
     /// (core/vote.rs).
     Vote { seqno: Seqno, outcome: u64 },
@@ -96,6 +97,7 @@ const VOTE: u8 = 6;
 const FLOW: u8 = 7;
 const TRANSFER_FAILED: u8 = 8;
 const DONOR_CHOICE: u8 = 9;
+const SYNCED_STATELESS: u8 = 10;
 
 fn put_uuid(w: &mut Writer, uuid: &Uuid) {
     w.bytes(&uuid.0);
@@ -312,8 +314,9 @@ impl Control {
                 }
                 w.bytes
             }
-            Control::Synced { since, ends_donation } => {
-                let mut w = header(SYNCED);
+            Control::Synced { since, ends_donation, stateless } => {
+                // Its own kind, so that the plain announcement reads as before.
+                let mut w = header(if *stateless { SYNCED_STATELESS } else { SYNCED });
                 if let Some(since) = since {
                     w.u64(*since as u64);
                 }
@@ -350,8 +353,10 @@ impl Control {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Control, DecodeError> {
-        let (mut r, _, kind) =
-            open(bytes, &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED, VOTE, FLOW, TRANSFER_FAILED, DONOR_CHOICE])?;
+        let (mut r, _, kind) = open(
+            bytes,
+            &[BARRIER, COMMIT_CUT, STATE_REQUEST, SYNCED, VOTE, FLOW, TRANSFER_FAILED, DONOR_CHOICE, SYNCED_STATELESS],
+        )?;
         let control = match kind {
             BARRIER => Control::Barrier { id: r.u64()? },
             COMMIT_CUT => Control::CommitCut { seqno: r.u64()? as Seqno },
@@ -387,9 +392,10 @@ impl Control {
                 }
                 Control::TransferFailed { joiner, id, rcode }
             }
-            SYNCED => {
+            SYNCED | SYNCED_STATELESS => {
                 let since = if r.remaining() >= 8 { Some(r.u64()? as Seqno) } else { None };
-                Control::Synced { since, ends_donation: r.remaining() > 0 && r.bool()? }
+                let stateless = kind == SYNCED_STATELESS;
+                Control::Synced { since, ends_donation: r.remaining() > 0 && r.bool()?, stateless }
             }
             DONOR_CHOICE => {
                 let (joiner, id) = (MemberId(r.u64()?), r.u64()?);
@@ -508,10 +514,12 @@ mod tests {
             }),
             Control::DonorChoice { joiner: MemberId(2), id: 79, donor: Some(MemberId(3)) },
             Control::DonorChoice { joiner: MemberId(2), id: 80, donor: None },
-            Control::Synced { since: None, ends_donation: false },
-            Control::Synced { since: Some(0), ends_donation: false },
-            Control::Synced { since: Some(1234), ends_donation: true },
-            Control::Synced { since: None, ends_donation: true },
+            Control::Synced { since: None, ends_donation: false, stateless: false },
+            Control::Synced { since: Some(0), ends_donation: false, stateless: false },
+            Control::Synced { since: Some(1234), ends_donation: true, stateless: false },
+            Control::Synced { since: None, ends_donation: true, stateless: false },
+            Control::Synced { since: Some(7), ends_donation: true, stateless: true },
+            Control::Synced { since: None, ends_donation: false, stateless: true },
             Control::Vote { seqno: 12, outcome: 0x5eed },
             Control::Flow { ask: u8::MAX, rate: 0 },
             Control::Flow { ask: 1, rate: 2_500 },
@@ -580,7 +588,9 @@ mod tests {
             assert!(Writeset::decode(ws[..cut].to_vec()).is_err());
         }
         assert!(Control::decode(&ws).is_err());
-        assert!(Writeset::decode(Control::Synced { since: None, ends_donation: false }.encode()).is_err());
+        assert!(
+            Writeset::decode(Control::Synced { since: None, ends_donation: false, stateless: false }.encode()).is_err()
+        );
     }
 
     #[test]

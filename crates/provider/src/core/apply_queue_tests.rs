@@ -41,7 +41,10 @@ fn synced(apply_queue_bytes: u64) -> (Core<u32>, u64) {
     });
     let members = [ME, OTHER].iter().map(|id| test_member(*id)).collect();
     core.on_delivered(generation, 1, Payload::View(View { view_id: 1, members }), live());
-    let synced = Payload::Control { origin: ME, control: Control::Synced { since: None, ends_donation: false } };
+    let synced = Payload::Control {
+        origin: ME,
+        control: Control::Synced { since: None, ends_donation: false, stateless: false },
+    };
     core.on_delivered(generation, 1, synced, live());
     assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::View { .. }))));
     core.view_applied(1);

@@ -39,6 +39,7 @@ fn test_settings() -> Settings {
         max_writeset_bytes: 1 << 20,
         checkpoint_bytes: 1 << 20,
         applier_boost: 0,
+        stateless: false,
         apply_queue_bytes: APPLY_QUEUE_BYTES,
     }
 }
@@ -137,6 +138,9 @@ pub struct Settings {
     /// A certification checkpoint is kept at least every this many writeset bytes: a small
     /// part of `gcache.size`, so that the cache still holds the order after the last one.
     pub checkpoint_bytes: u64,
+    /// `gcs.stateless`: this node announces itself synced as one never to be chosen to
+    /// donate (Galera 26.4.23's option), from its next announcement.
+    pub stateless: bool,
     /// `repl.applier_boost`: nice levels an applier rises by while it applies a writeset
     /// that holds commit order long (`Writeset::holds_commit_order_long`).
     pub applier_boost: i32,
@@ -583,6 +587,8 @@ pub struct Core<W> {
     save_version: u64,
     /// The node stopped serving (a panic or a fatal error): every call fails.
     failed: bool,
+    /// Galera's node state last logged (`log_state_shift`).
+    state_shown: &'static str,
     /// What the simulator watches (off in the runtime).
     observations: Option<Vec<Observation>>,
 }
@@ -656,6 +662,7 @@ impl<W: Clone + PartialEq> Core<W> {
             effects: Effects::default(),
             save_version: 0,
             failed: false,
+            state_shown: "CLOSED",
             observations: None,
         }
     }
@@ -686,7 +693,34 @@ impl<W: Clone + PartialEq> Core<W> {
 
     /// What the runtime must do now that this call returned.
     pub fn take_effects(&mut self) -> Effects<W> {
+        self.log_state_shift();
         std::mem::take(&mut self.effects)
+    }
+
+    /// Galera's node state (gcs's names): what its "Shifting" log lines show.
+    fn galera_state(&self) -> &'static str {
+        let non_primary = self.connection.as_ref().is_some_and(|c| c.component == Component::NonPrimary);
+        match self.phase {
+            Phase::Closed => "CLOSED",
+            Phase::Opening | Phase::Closing { .. } => "OPEN",
+            _ if non_primary => "OPEN",
+            Phase::Joining(_) => "JOINER",
+            Phase::Joined | Phase::Synced if self.desync_count > 0 => "DONOR/DESYNCED",
+            Phase::Joined => "JOINED",
+            Phase::Synced => "SYNCED",
+        }
+    }
+
+    /// Logs a change of Galera's node state in Galera's words ("Shifting SYNCED ->
+    /// DONOR/DESYNCED (TO: 5)"), which operators and MariaDB's tests look for
+    /// (galera_3nodes.galera_sst_stateless counts a donor's). Checked once per call into the
+    /// core, when its effects are taken.
+    fn log_state_shift(&mut self) {
+        let now = self.galera_state();
+        if now != self.state_shown {
+            log::info!("Shifting {} -> {now} (TO: {})", self.state_shown, self.committed.last_contiguous());
+            self.state_shown = now;
+        }
     }
 
     pub fn phase(&self) -> Phase {

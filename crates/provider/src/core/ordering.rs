@@ -873,14 +873,17 @@ impl<W: Clone + PartialEq> Core<W> {
                     self.flow_ordered(origin, ask, rate);
                 }
             }
-            Control::Synced { since, ends_donation } => {
+            Control::Synced { since, ends_donation, stateless } => {
                 // While a member donates, only its donation's end says it no longer does: an
                 // announcement it made to a view, sent before it read the request or before
                 // its donation started, says nothing of it now.
                 let donating = self.ordering.donors.contains_key(&origin) && !ends_donation;
                 if !donating {
                     self.ordering.donors.remove(&origin);
-                    self.ordering.synced.insert(origin);
+                    // `gcs.stateless`: synced, never a donor candidate.
+                    if !stateless {
+                        self.ordering.synced.insert(origin);
+                    }
                 }
                 self.ordering.snapshot_joiners.remove(&origin);
                 if origin == me && live {
@@ -993,7 +996,8 @@ impl<W: Clone + PartialEq> Core<W> {
     pub(super) fn announce_synced(&mut self, ends_donation: bool) {
         let since = if self.phase == Phase::Synced { self.synced_since } else { None };
         let tag = if ends_donation { DONATION_ENDED_TAG } else { SYNCED_TAG };
-        self.effects.send.push((Control::Synced { since, ends_donation }, tag));
+        let stateless = self.settings.stateless;
+        self.effects.send.push((Control::Synced { since, ends_donation, stateless }, tag));
     }
 
     /// A live announcement of another member, ordered after our first live view: if that

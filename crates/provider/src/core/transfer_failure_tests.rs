@@ -204,7 +204,7 @@ fn the_servers_own_failure_ends_the_handshake_too() {
         core.on_delivered(
             generation,
             2,
-            control(DONOR, Control::Synced { since: Some(1), ends_donation: false }),
+            control(DONOR, Control::Synced { since: Some(1), ends_donation: false, stateless: false }),
             live(),
         );
         assert_eq!(core.transfer_failed(), None, "synced all along: not the end of its donation");
@@ -307,9 +307,9 @@ fn donating() -> (Core<u32>, Donation) {
 }
 
 /// A synced announcement as `SYNCED`, whatever seqno it says the node is synced since.
-const SYNCED: Control = Control::Synced { since: None, ends_donation: false };
+const SYNCED: Control = Control::Synced { since: None, ends_donation: false, stateless: false };
 /// The announcement that ends a donation.
-const DONATION_ENDED: Control = Control::Synced { since: None, ends_donation: true };
+const DONATION_ENDED: Control = Control::Synced { since: None, ends_donation: true, stateless: false };
 
 fn sent(core: &mut Core<u32>) -> Vec<Control> {
     let effects = core.take_effects().send.into_iter();
@@ -714,7 +714,12 @@ fn a_donors_announcement_sent_before_it_was_chosen_does_not_make_it_a_donor_agai
     let (mut core, _) = donating();
     let generation = core.generation();
     let (second, fourth) = (MemberId(4), MemberId(5));
-    core.on_delivered(generation, 2, control(DONOR, Control::Synced { since: Some(1), ends_donation: false }), live());
+    core.on_delivered(
+        generation,
+        2,
+        control(DONOR, Control::Synced { since: Some(1), ends_donation: false, stateless: false }),
+        live(),
+    );
     core.on_delivered(generation, 3, view(3, &[DONOR, JOINER, OTHER]), live());
     core.on_delivered(generation, 3, control(OTHER, request(REQUEST + 1)), live());
     assert_eq!(donations(&mut core, generation), [], "still donating: no donor for member 3");
@@ -1028,4 +1033,30 @@ fn a_member_voted_out_as_inconsistent_may_connect_again_for_a_full_transfer_and_
     core.fail("a panic on a thread of ours");
     core.close("failed");
     assert!(core.may_connect(false).is_err(), "a restart only");
+}
+
+#[test]
+fn a_stateless_member_announces_itself_synced_and_is_never_chosen_to_donate() {
+    let (mut core, _) = donating();
+    let generation = core.generation();
+    core.on_delivered(generation, 2, control(DONOR, DONATION_ENDED), live());
+    // Member 2 runs with gcs.stateless; member 3 asks for member 2 first, then anyone.
+    let stateless = Control::Synced { since: None, ends_donation: false, stateless: true };
+    core.on_delivered(generation, 2, control(JOINER, stateless), live());
+    assert!(!core.ordering.synced.contains(&JOINER));
+    core.on_delivered(generation, 3, view(3, &[DONOR, JOINER, OTHER]), live());
+    let mut asked = request(REQUEST + 1);
+    if let Control::StateRequest(r) = &mut asked {
+        r.donors = "node2,".into();
+    }
+    core.on_delivered(generation, 3, control(OTHER, asked), live());
+    assert_eq!(donations(&mut core, generation), [OTHER], "member 1 donates");
+
+    // Its own announcement says so.
+    let mut core = Core::new(Settings { stateless: true, ..test_settings() }, Gtid::new(HISTORY, 0), true);
+    let generation = open(&mut core, DONOR, true);
+    core.on_delivered(generation, 1, view(1, &[DONOR]), live());
+    core.announce_synced(false);
+    let sent: Vec<Control> = core.take_effects().send.into_iter().map(|(c, _)| c).collect();
+    assert!(matches!(sent[..], [Control::Synced { stateless: true, .. }]), "{sent:?}");
 }

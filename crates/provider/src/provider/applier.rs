@@ -179,11 +179,13 @@ impl Provider {
                     let Some(link) = self.node_of(generation) else { return Ok(()) };
                     let message = Control::StateRequest(StateRequest { sst_request: request.clone(), ..state_request });
                     log::info!("requesting state transfer at view {} (local position {position})", view.state_id);
-                    if position.uuid == view.state_id.uuid && position.seqno >= 0 {
-                        // Galera's words: operators' and MariaDB's tests look for this line.
-                        let (first, last) = (position.seqno + 1, view.state_id.seqno);
-                        log::info!("Prepared IST receiver for {first}-{last}, listening at: {ist_address}");
-                    }
+                    // Galera's words: operators' and MariaDB's tests look for these lines. Every
+                    // joiner receives a stream, if only of the certification state.
+                    let in_history = position.uuid == view.state_id.uuid && position.seqno >= 0;
+                    let (first, last) = (if in_history { position.seqno + 1 } else { 0 }, view.state_id.seqno);
+                    let url = super::catch_up::ist_url(&ist_address, link.node.tls().is_some());
+                    log::info!("IST receiver addr using {url}");
+                    log::info!("Prepared IST receiver for {first}-{last}, listening at: {url}");
                     let sent = link.node.send_message(message.encode()).recv_timeout(REQUEST_ORDER_TIMEOUT);
                     drop(link);
                     if !matches!(sent, Ok(Ok(_))) {

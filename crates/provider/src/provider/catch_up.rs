@@ -241,6 +241,14 @@ impl Provider {
             );
         }
         let header = Header { group, at: d.after, from: gap.as_ref().map(|_| d.position.seqno + 1) };
+        // Galera's words, which MariaDB's tests count (galera_3nodes.galera_ipv6_mariabackup).
+        log::info!(
+            "async IST sender starting to serve {} sending {}-{}, preload starting from {}",
+            ist_url(&d.ist_addr, tls.is_some()),
+            header.from.unwrap_or(d.after + 1),
+            d.after,
+            d.after + 1
+        );
         // Position only when the gap travels with the group's verdicts, or the joiner certified
         // it with the group's state itself (`Donation::position_only`).
         let bypass = d.position_only(gap.is_some());
@@ -277,4 +285,13 @@ fn next_batch(gap: &mut GapReader) -> Result<(Vec<Transferred>, Option<Seqno>), 
     let last_writeset = ist::last_writeset(&items);
     let batch = items.into_iter().map(Transferred::decode).collect::<Result<_, String>>()?;
     Ok((batch, last_writeset))
+}
+
+/// An incremental-transfer address as Galera writes it in its log: with its scheme.
+pub(super) fn ist_url(address: &str, tls: bool) -> String {
+    if address.contains("://") {
+        address.to_string()
+    } else {
+        format!("{}://{address}", if tls { "ssl" } else { "tcp" })
+    }
 }

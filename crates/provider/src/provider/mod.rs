@@ -125,6 +125,7 @@ fn settings(options: &Options) -> Settings {
         max_writeset_bytes: connection::max_writeset_bytes(options),
         checkpoint_bytes: connection::checkpoint_bytes(options),
         applier_boost: options.integer("repl.applier_boost").clamp(0, 20) as i32,
+        stateless: options.flag("gcs.stateless"),
         apply_queue_bytes: connection::apply_queue_bytes(options),
     }
 }

@@ -325,6 +325,7 @@ impl Node {
             max_writeset_bytes: 1 << 20,
             checkpoint_bytes: self.workload.checkpoint_bytes,
             applier_boost: 0,
+            stateless: false,
             // Small (writesets here are tens of bytes), so that deliveries are held back
             // now and then in every run.
             apply_queue_bytes: 1 << 10,
