@@ -2621,16 +2621,7 @@ mod tests {
     use crate::cache::MemoryStore;
 
     fn info(id: u64) -> MemberInfo {
-        MemberInfo {
-            id: MemberId(id),
-            name: format!("n{id}"),
-            address: String::new(),
-            incoming_address: String::new(),
-            incarnation: 0,
-            arbitrator: false,
-            weight: 1,
-            segment: 0,
-        }
+        MemberInfo { name: format!("n{id}"), ..MemberInfo::with_id(MemberId(id)) }
     }
 
     /// Runs a lone member until `until_ms`, returning what it delivered meanwhile.

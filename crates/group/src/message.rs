@@ -418,16 +418,7 @@ pub(crate) mod tests {
         assert!(kinds.iter().any(|b| matches!(b, Body::Relay(_))), "relays among the samples");
         assert!(kinds.iter().any(|b| matches!(b, Body::Relayed(_))));
         let mut member = Member::join(
-            MemberInfo {
-                id: MemberId(9),
-                name: "n9".into(),
-                address: String::new(),
-                incoming_address: String::new(),
-                incarnation: 0,
-                arbitrator: false,
-                weight: 1,
-                segment: 0,
-            },
+            MemberInfo { name: "n9".into(), ..MemberInfo::with_id(MemberId(9)) },
             GroupConfig::new("fuzz"),
             MemoryStore::new(),
             &[MemberId(1)],

@@ -93,6 +93,21 @@ pub struct MemberInfo {
 }
 
 impl MemberInfo {
+    /// A member known by its id alone: no name or addresses, incarnation 0, one vote, the
+    /// default segment.
+    pub fn with_id(id: MemberId) -> Self {
+        MemberInfo {
+            id,
+            name: String::new(),
+            address: String::new(),
+            incoming_address: String::new(),
+            incarnation: 0,
+            arbitrator: false,
+            weight: 1,
+            segment: 0,
+        }
+    }
+
     pub(crate) fn encode(&self, w: &mut Writer) {
         w.u64(self.id.0).str(&self.name).str(&self.address).str(&self.incoming_address).u64(self.incarnation);
         w.u8(u8::from(self.arbitrator)).u8(self.weight).u8(self.segment);

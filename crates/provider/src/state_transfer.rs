@@ -63,16 +63,7 @@ mod tests {
     use super::*;
 
     fn member(id: u64, name: &str) -> MemberInfo {
-        MemberInfo {
-            id: MemberId(id),
-            name: name.into(),
-            address: String::new(),
-            incoming_address: String::new(),
-            incarnation: 0,
-            arbitrator: false,
-            weight: 1,
-            segment: 0,
-        }
+        MemberInfo { name: name.into(), ..MemberInfo::with_id(MemberId(id)) }
     }
 
     #[test]

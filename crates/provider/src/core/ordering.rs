@@ -939,16 +939,7 @@ impl<W: Clone + PartialEq> Core<W> {
         component.members.retain(|m| m.id == me || in_contact.contains(&m.id));
         if !component.contains(me) {
             // No primary view with us yet (a joiner): we are all we know of.
-            component.members.push(lockstep_group::MemberInfo {
-                id: me,
-                name: String::new(),
-                address: String::new(),
-                incoming_address: String::new(),
-                incarnation: 0,
-                arbitrator: false,
-                weight: 1,
-                segment: 0,
-            });
+            component.members.push(lockstep_group::MemberInfo::with_id(me));
         }
         if self.phase == Phase::Synced {
             self.set_phase(Phase::Joined);
