@@ -170,8 +170,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let me = c.me;
         let ours = current || late;
         // Owned: the tally below needs the core while they are still to be logged.
-        let name_of =
-            |id: MemberId| c.view.members.iter().find(|m| m.id == id).map_or("?".to_string(), |m| m.name.clone());
+        let name_of = |id| self.member_name(id);
         let joiner_name = name_of(origin);
         let Some(donor) = donor else {
             if live {
@@ -241,6 +240,12 @@ impl<W: Clone + PartialEq> Core<W> {
     /// dropped it) names that incarnation, not us: it was chosen, and its joiner finds it
     /// gone and asks again (provider simulator, seed 55: a restarted member donated for a
     /// joiner that had left, and was chosen again meanwhile).
+    /// A member's name in the current view, "?" if it is not there.
+    fn member_name(&self, id: MemberId) -> String {
+        let view = self.connection.as_ref().map(|c| &c.view.members[..]).unwrap_or_default();
+        view.iter().find(|m| m.id == id).map_or("?".to_string(), |m| m.name.clone())
+    }
+
     fn is_this_incarnation(&self) -> bool {
         let Some(c) = self.connection.as_ref() else { return false };
         incarnation_in(&c.view.members, c.me).map(|i| super::member_uuid(c.me, i)) == Some(c.member)
@@ -274,14 +279,10 @@ impl<W: Clone + PartialEq> Core<W> {
                 self.correct_guess(joiner, &possible, donor);
             }
         }
-        let name = |id: Option<MemberId>| {
-            let c = self.connection.as_ref().expect("checked");
-            id.and_then(|id| c.view.members.iter().find(|m| m.id == id)).map_or("none".to_string(), |m| m.name.clone())
-        };
         log::info!(
             "state transfer requested by member {}: {} as donor{}",
-            name(Some(joiner)),
-            name(donor),
+            self.member_name(joiner),
+            donor.map_or("none".to_string(), |id| self.member_name(id)),
             if answered { ", as a member that knows who is synced chose" } else { ", our guess: nobody told us" }
         );
         if donor == Some(me) {
