@@ -196,6 +196,10 @@ impl Application for ServerCallbacks {
         crate::priority::set_schedule(schedule)
     }
 
+    fn peer_allowed(&self, ip: std::net::IpAddr) -> bool {
+        crate::allowlist::allows(ip)
+    }
+
     fn release_free_memory(&self) {
         // glibc keeps freed chunks of big writesets in its arenas once its mmap threshold has
         // grown past their size; other C libraries are left to their own policy.

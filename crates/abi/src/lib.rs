@@ -2,6 +2,7 @@
 //! `wsrep_provider`. This crate holds all of Lockstep's `unsafe` and `extern "C"` code: it
 //! converts C arguments into Rust values, calls `lockstep_provider::Provider`, converts the
 //! results back and catches every panic (logged, turned into an error status).
+mod allowlist;
 mod application;
 mod logger;
 mod priority;
@@ -653,15 +654,23 @@ pub unsafe extern "C" fn wsrep_loader(wsrep: *mut wsrep_t) -> c_int {
     })
 }
 
-/// Allowlist service (mandatory for MariaDB 10.11). Every peer is allowed for now: this
-/// version has no peers; the group layer will consult the callback.
+/// The allowlist service (MariaDB 10.11 fails to load a provider without these symbols):
+/// kept for the group transport, which asks it about every peer that connects to us.
+///
+/// # Safety
+/// `service` is null (everybody is allowed) or points to a valid service struct, as MariaDB's
+/// static one.
 #[no_mangle]
-pub extern "C" fn wsrep_init_allowlist_service_v1(_service: *mut wsrep_allowlist_service_v1_t) -> c_int {
+pub unsafe extern "C" fn wsrep_init_allowlist_service_v1(service: *mut wsrep_allowlist_service_v1_t) -> c_int {
+    // SAFETY: the caller's contract.
+    guard("init_allowlist_service", (), || unsafe { allowlist::install(service) });
     0
 }
 
 #[no_mangle]
-pub extern "C" fn wsrep_deinit_allowlist_service_v1() {}
+pub extern "C" fn wsrep_deinit_allowlist_service_v1() {
+    guard("deinit_allowlist_service", (), allowlist::remove);
+}
 
 #[cfg(test)]
 mod tests;

@@ -67,6 +67,8 @@ pub struct GroupConfig {
     pub compress: bool,
     /// Run first on every thread this layer starts (`gcomm.thread_prio`).
     pub thread_start: ThreadStart,
+    /// Who may connect to this member's group port (`wsrep_allowlist`).
+    pub allowlist: Allowlist,
 }
 
 /// What a running member takes again when the provider options change (`SET GLOBAL
@@ -116,6 +118,29 @@ impl std::fmt::Debug for ThreadStart {
     }
 }
 
+/// Decides, for the address of a peer connecting to this member, whether the connection is
+/// kept: the provider asks the server's allowlist service (`wsrep_allowlist`), as Galera
+/// does. The check runs on the connection's own thread, before its handshake, because the
+/// server may take a while to answer. Everybody by default.
+#[derive(Clone, Default)]
+pub struct Allowlist(Option<std::sync::Arc<dyn Fn(std::net::IpAddr) -> bool + Send + Sync>>);
+
+impl Allowlist {
+    pub fn new(allows: impl Fn(std::net::IpAddr) -> bool + Send + Sync + 'static) -> Self {
+        Self(Some(std::sync::Arc::new(allows)))
+    }
+
+    pub fn allows(&self, peer: std::net::IpAddr) -> bool {
+        self.0.as_ref().is_none_or(|allows| allows(peer))
+    }
+}
+
+impl std::fmt::Debug for Allowlist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Allowlist(set)" } else { "Allowlist(everybody)" })
+    }
+}
+
 impl GroupConfig {
     pub fn new(cluster_name: &str) -> Self {
         Self {
@@ -136,6 +161,7 @@ impl GroupConfig {
             ignore_split_brain: false,
             compress: false,
             thread_start: ThreadStart::default(),
+            allowlist: Allowlist::default(),
         }
     }
 

@@ -114,6 +114,11 @@ pub trait Application: Send + Sync {
     fn set_thread_schedule(&self, schedule: ThreadSchedule) -> Result<(), String> {
         Err(format!("{schedule}: not supported by this application"))
     }
+    /// Whether a peer connecting from `ip` to this node's group port may join it: the
+    /// server's allowlist (`wsrep_allowlist`). Called on that connection's own thread.
+    fn peer_allowed(&self, _ip: std::net::IpAddr) -> bool {
+        true
+    }
     /// Hands the memory the allocator keeps free back to the system (see
     /// docs/design/apply-queue-memory.md, "Memory kept after a burst").
     fn release_free_memory(&self) {}

@@ -13,13 +13,13 @@
 
 use super::tls::{secure, Refusals, Side, Stream, Tls};
 use super::{read_hello, read_record, Hello, TransportError, HANDSHAKE_TIMEOUT, MAX_UNAUTHENTICATED, PROTOCOL_VERSION};
-use crate::config::{GroupConfig, ThreadStart};
+use crate::config::{Allowlist, GroupConfig, ThreadStart};
 use crate::message::Message;
 use crate::record::{self, RecordKind};
 use crate::types::MemberId;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, BufWriter, Write};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
@@ -78,6 +78,12 @@ struct Shared {
     compress: bool,
     /// Run first on each of our threads (`GroupConfig::thread_start`).
     thread_start: ThreadStart,
+    /// Who may connect to us (`GroupConfig::allowlist`).
+    allowlist: Allowlist,
+    /// The address we listen on when it is a specific one (`gmcast.listen_addr`): our
+    /// connections to peers go out from it too, as Galera's do, so that a peer's allowlist
+    /// (`wsrep_allowlist`) sees the address this node is known by.
+    source_ip: Option<IpAddr>,
     /// Inbound connections past their hello, by peer (`OpenInbound`).
     inbound: Mutex<BTreeMap<MemberId, usize>>,
 }
@@ -267,6 +273,8 @@ impl Transport {
             isolated: AtomicBool::new(false),
             compress: group.compress,
             thread_start: group.thread_start.clone(),
+            allowlist: group.allowlist.clone(),
+            source_ip: Some(local.ip()).filter(|ip| !ip.is_unspecified()),
             inbound: Mutex::new(BTreeMap::new()),
         });
         let deliver: Deliver = Arc::new(deliver);
@@ -516,6 +524,10 @@ fn read_loop(
 ) -> Result<(), TransportError> {
     let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
     let peer = tcp.peer_addr().ok();
+    if let Some(peer) = peer.filter(|peer| !shared.allowlist.allows(peer.ip().to_canonical())) {
+        shared.refusals.not_allowed(peer);
+        return Ok(());
+    }
     tcp.set_nodelay(true)?;
     let mut stream = secure(shared.tls.as_deref(), Side::Acceptor, tcp, deadline)?;
     let theirs = read_hello(&mut stream, &shared.hello, deadline)?;
@@ -614,7 +626,7 @@ fn dial(address: &str, shared: &Shared) -> Result<(Stream, Hello), TransportErro
     }
     let mut last = TransportError::Unexpected("peer address resolves to nothing");
     for socket in address.to_socket_addrs()? {
-        match TcpStream::connect_timeout(&socket, CONNECT_TIMEOUT) {
+        match connect_from(shared.source_ip, socket) {
             Ok(tcp) => {
                 let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
                 tcp.set_nodelay(true)?;
@@ -634,6 +646,17 @@ fn dial(address: &str, shared: &Shared) -> Result<(Stream, Hello), TransportErro
         }
     }
     Err(last)
+}
+
+/// Connects to `peer`, from `source` when it is of the same family.
+fn connect_from(source: Option<IpAddr>, peer: SocketAddr) -> io::Result<TcpStream> {
+    let Some(source) = source.filter(|ip| ip.is_ipv4() == peer.is_ipv4()) else {
+        return TcpStream::connect_timeout(&peer, CONNECT_TIMEOUT);
+    };
+    let socket = socket2::Socket::new(socket2::Domain::for_address(peer), socket2::Type::STREAM, None)?;
+    socket.bind(&SocketAddr::new(source, 0).into())?;
+    socket.connect_timeout(&peer.into(), CONNECT_TIMEOUT)?;
+    Ok(socket.into())
 }
 
 /// The writer thread: connects, and writes what the sending threads left queued, waiting

@@ -478,11 +478,7 @@ impl Refusals {
     /// its hello, or later for a bad record), once per address; whether it did.
     pub fn refused(&self, what: &str, peer: Option<SocketAddr>, error: &TransportError) -> bool {
         let Some(peer) = peer else { return false };
-        let mut logged = self.logged.lock().expect("not poisoned");
-        if logged.len() >= REFUSALS_REMEMBERED {
-            logged.clear();
-        }
-        let first = logged.insert(peer.ip());
+        let first = self.first_since_connected(peer);
         if first {
             log::warn!(
                 "{what}: connection from {} dropped: {error} (logged once per address until one authenticates)",
@@ -490,6 +486,25 @@ impl Refusals {
             );
         }
         first
+    }
+
+    /// Logs, once per address, that the allowlist (`wsrep_allowlist`) refused `peer`, in
+    /// Galera's words.
+    pub fn not_allowed(&self, peer: SocketAddr) {
+        if self.first_since_connected(peer) {
+            log::warn!(
+                "Connection not allowed, IP {} not found in allowlist (logged once per address until it connects)",
+                peer.ip().to_canonical()
+            );
+        }
+    }
+
+    fn first_since_connected(&self, peer: SocketAddr) -> bool {
+        let mut logged = self.logged.lock().expect("not poisoned");
+        if logged.len() >= REFUSALS_REMEMBERED {
+            logged.clear();
+        }
+        logged.insert(peer.ip())
     }
 
     /// A peer at this address got through: its next refusal is news again.

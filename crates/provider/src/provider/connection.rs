@@ -9,7 +9,7 @@ use crate::checkpoint::Checkpoint;
 use crate::core::{member_uuid, Opening};
 use crate::options::Options;
 use crate::types::{Status, Uuid};
-use lockstep_group::config::{ThreadStart, Tuning};
+use lockstep_group::config::{Allowlist, ThreadStart, Tuning};
 use lockstep_group::{Genesis, GroupConfig, GroupNode, MemberInfo, NodeConfig};
 use std::path::PathBuf;
 use std::sync::mpsc::RecvTimeoutError;
@@ -74,6 +74,8 @@ impl Provider {
             }
             core.position()
         };
+        let app = self.app.clone();
+        group_config.allowlist = Allowlist::new(move |ip| app.peer_allowed(ip));
         if let Some(schedule) = schedule {
             let app = self.app.clone();
             match group_thread_start(schedule, move |s| app.set_thread_schedule(s)) {

@@ -438,3 +438,42 @@ fn every_thread_of_the_transport_runs_the_thread_start_first() {
         thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[test]
+fn a_peer_the_allowlist_refuses_by_its_listen_address_is_dropped_before_its_hello_and_admitted_once_allowed() {
+    let allowed = Arc::new(AtomicBool::new(false));
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let (allowed_now, record) = (allowed.clone(), asked.clone());
+    let group = GroupConfig {
+        allowlist: Allowlist::new(move |ip| {
+            record.lock().unwrap().push(ip);
+            allowed_now.load(Ordering::SeqCst)
+        }),
+        ..GroupConfig::new("c")
+    };
+    let (tx, rx) = channel();
+    let tx = Mutex::new(tx);
+    let b = Transport::start(MemberId(2), &group, "127.0.0.1:0", 1 << 20, None, move |inbound| {
+        if let Inbound::Message(m) = inbound {
+            let _ = tx.lock().unwrap().send(*m);
+        }
+    })
+    .unwrap();
+    // Listening on an address of its own, it connects from there.
+    let a = Transport::start(MemberId(1), &GroupConfig::new("c"), "127.0.0.2:0", 1 << 20, None, |_| {}).unwrap();
+    a.set_address(MemberId(2), &b.local_addr().to_string());
+    a.send(MemberId(2), message(1));
+    assert!(rx.recv_timeout(Duration::from_millis(500)).is_err());
+    assert_eq!(asked.lock().unwrap().first(), Some(&"127.0.0.2".parse::<std::net::IpAddr>().unwrap()));
+
+    allowed.store(true, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        a.send(MemberId(2), message(1));
+        if let Ok(got) = rx.recv_timeout(Duration::from_millis(200)) {
+            assert_eq!(got, message(1));
+            break;
+        }
+        assert!(Instant::now() < deadline, "never admitted once allowed");
+    }
+}
