@@ -96,8 +96,8 @@ fn fail(layer: &str, violation: impl std::fmt::Display, seed: u64) -> ! {
 
 fn run_group(seeds: RangeInclusive<u64>, one: bool, trace: bool) {
     let started = Instant::now();
-    let (mut runs, mut acked, mut messages, mut crashes, mut partitions, mut gaps, mut leaders) =
-        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut runs, mut acked, mut messages, mut crashes, mut partitions, mut gaps, mut views_missed, mut leaders) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for seed in seeds {
         match group_sim::run_seed(seed, trace) {
             Ok(outcome) => {
@@ -107,6 +107,7 @@ fn run_group(seeds: RangeInclusive<u64>, one: bool, trace: bool) {
                 crashes += outcome.crashes;
                 partitions += outcome.partitions;
                 gaps += outcome.state_gaps;
+                views_missed += outcome.views_missed;
                 leaders += outcome.leader_changes;
                 if one {
                     println!("{outcome:?}");
@@ -116,7 +117,7 @@ fn run_group(seeds: RangeInclusive<u64>, one: bool, trace: bool) {
         }
     }
     println!(
-        "group layer: {runs} seeds passed in {:.1} s: {acked} writesets and {messages} messages acknowledged, {crashes} crashes, {partitions} partitions, {gaps} state gaps, {leaders} leader changes",
+        "group layer: {runs} seeds passed in {:.1} s: {acked} writesets and {messages} messages acknowledged, {crashes} crashes, {partitions} partitions, {gaps} state gaps, {views_missed} skips of views only, {leaders} leader changes",
         started.elapsed().as_secs_f64()
     );
 }

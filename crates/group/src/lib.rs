@@ -51,6 +51,7 @@
 //!         DeliveredKind::Message { origin, .. } => println!("{origin}: message after {}", event.seqno),
 //!         DeliveredKind::View(view) => { /* view.members, at event.seqno */ }
 //!         DeliveredKind::StateGap => { /* state transfer needed up to event.seqno */ }
+//!         DeliveredKind::ViewsMissed => { /* views only up to event.seqno: nothing to apply */ }
 //!     }
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -93,6 +94,6 @@ pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 
 pub use cache::load_or_create_member_id;
 pub use config::GroupConfig;
-pub use member::{Member, Status};
+pub use member::{Member, StartOver, Status};
 pub use node::{DeliverySink, GroupNode, NodeConfig, Outbox};
 pub use types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError, View};

@@ -70,6 +70,28 @@ pub struct Status {
     /// The members heard from within the suspect timeout, this one among them: out of the
     /// primary component, the component this member is in (Galera's non-primary view).
     pub in_contact: Vec<MemberId>,
+    /// This member started over as a new member because the history of its cache forked from
+    /// the group's (docs/design/group-forked-history.md): its application's state must not be
+    /// taken for the group's, however its position reads; it needs a full state transfer.
+    pub history_forked: bool,
+}
+
+/// Why a restarted member's cache is discarded and it joins as a new member
+/// ([`Member::start_over`]), with the member whose word decided it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartOver {
+    /// The cluster was bootstrapped again: that member is of the later bootstrap.
+    LaterBootstrap(MemberId),
+    /// Our history forked from the group's: that member is primary without us.
+    Forked(MemberId),
+}
+
+impl StartOver {
+    pub fn member(self) -> MemberId {
+        match self {
+            StartOver::LaterBootstrap(m) | StartOver::Forked(m) => m,
+        }
+    }
 }
 
 pub struct Member<S: LogStore> {
@@ -161,6 +183,14 @@ pub struct Member<S: LogStore> {
     /// A member of a later bootstrap spoke to us before we were confirmed: our cache is to be
     /// discarded and we join that cluster as a new member (the driver does it).
     later_bootstrap: Option<MemberId>,
+    /// A member of our own bootstrap, primary without us, answered our probe while our
+    /// restarted cache was unconfirmed and made us primary alone: the two histories forked
+    /// (docs/design/group-forked-history.md). We start over as its new member, as for a
+    /// later bootstrap.
+    forked_from: Option<MemberId>,
+    /// This member started over because its cache's history forked from the group's: its
+    /// application's state is not the group's past the fork (`Status::history_forked`).
+    history_forked: bool,
     next_join_ms: u64,
     /// A pre-vote under way: the term it asks for and who granted it.
     pre_vote: Option<(u64, BTreeSet<MemberId>)>,
@@ -347,6 +377,8 @@ impl<S: LogStore> Member<S> {
             probed_seeds: BTreeSet::new(),
             seeds_settle_by_ms: 0,
             later_bootstrap: None,
+            forked_from: None,
+            history_forked: false,
             next_join_ms: now_ms,
             pre_vote: None,
             proposed_ops: BTreeMap::new(),
@@ -409,6 +441,7 @@ impl<S: LogStore> Member<S> {
             failed: self.failed.clone(),
             weights_settled: !self.weight_pending,
             in_contact: self.members_in_contact().into_iter().collect(),
+            history_forked: self.history_forked,
         }
     }
 
@@ -563,7 +596,14 @@ impl<S: LogStore> Member<S> {
         self.probed_seeds.remove(&from);
         if matches!(message.body, Body::Probe { .. }) {
             // Whatever bootstrap it is of: the envelope tells ours.
-            self.send(from, Body::ProbeAnswer);
+            let primary_without_you = self.is_primary() && !self.raft.is_voter(from);
+            self.send(from, Body::ProbeAnswer { primary_without_you });
+        }
+        if matches!(message.body, Body::ProbeAnswer { primary_without_you: true })
+            && self.may_have_forked(message.group)
+        {
+            self.forked_from = Some(from);
+            return;
         }
         if !self.same_bootstrap(from, message.group) {
             return;
@@ -654,7 +694,7 @@ impl<S: LogStore> Member<S> {
             }
             Body::Removed => self.removed = self.leaving,
             // The envelope told what they say (`same_bootstrap`).
-            Body::Probe { .. } | Body::ProbeAnswer | Body::Stale => {}
+            Body::Probe { .. } | Body::ProbeAnswer { .. } | Body::Stale => {}
             Body::Campaign { heir } => self.receive_campaign(from, heir),
             Body::Snapshot(state) => self.install_snapshot(from, state),
             Body::Relay(relay) => self.receive_relay(Message { body: Body::Relay(relay), ..message }),
@@ -1178,16 +1218,38 @@ impl<S: LogStore> Member<S> {
         self.confirmed && !self.recv_queue.is_empty()
     }
 
-    /// A member of a later bootstrap of the cluster spoke to us before our cache was
-    /// confirmed: the driver starts us over as a new member ([`Member::join`]) with an
-    /// emptied cache, these seeds, and what we knew of the members.
-    pub fn later_bootstrap(&self) -> Option<(MemberId, Vec<MemberId>)> {
-        let later = self.later_bootstrap?;
+    /// Our cache is not the group's (a later bootstrap of the cluster spoke to us before our
+    /// cache was confirmed, or our history forked from the group's): the driver starts us
+    /// over as a new member ([`Member::join`]) with an emptied cache, these seeds, and what we
+    /// knew of the members.
+    pub fn start_over(&self) -> Option<(StartOver, Vec<MemberId>)> {
+        let why = match (self.later_bootstrap, self.forked_from) {
+            (Some(later), _) => StartOver::LaterBootstrap(later),
+            (None, Some(primary)) => StartOver::Forked(primary),
+            (None, None) => return None,
+        };
         let mut seeds: BTreeSet<MemberId> = self.seeds.clone();
         seeds.extend(self.applied.directory.keys().copied());
-        seeds.insert(later);
+        seeds.insert(why.member());
         seeds.remove(&self.info.id);
-        Some((later, seeds.into_iter().collect()))
+        Some((why, seeds.into_iter().collect()))
+    }
+
+    /// A member that started over because its history forked (`start_over`) says so.
+    pub fn set_history_forked(&mut self) {
+        self.history_forked = true;
+    }
+
+    /// Two primary components of one bootstrap: a member restarted from its cache, not yet
+    /// confirmed, whose own membership lets it be primary alone (it forced a component of
+    /// its own, or stayed the voter of one) hears of a primary component without it. One of
+    /// the two was forced apart (`pc.ignore_sb`, `pc.bootstrap`), so their histories differ
+    /// past the fork; the restarted one joins the other, as a restarted Galera node joins
+    /// the component it finds.
+    fn may_have_forked(&self, theirs: u64) -> bool {
+        let ours = self.group();
+        let alone = BTreeSet::from([self.info.id]);
+        !self.confirmed && ours != 0 && theirs == ours && self.raft.latest_membership().has_quorum(&alone)
     }
 
     /// The member cannot go on (its driver could not do what it needed).
@@ -2200,7 +2262,23 @@ impl<S: LogStore> Member<S> {
         let only_the_forced_view = forced_elsewhere
             && state.position.index == self.applied.position.index
             && state.seqno == self.applied.seqno + 1;
-        if only_the_forced_view {
+        // Ahead of us on our own history (Raft sends a snapshot of the log we hold a prefix
+        // of), with no writeset or message after what we applied: we missed views only, as a
+        // member cut off while the others' component was forced does (mtr
+        // galera_3nodes.galera_pc_bootstrap). Its current view is what we need.
+        let views_only = !forced_elsewhere
+            && state.history == self.applied.history
+            && state.seqno > self.applied.seqno
+            && state.last_change_index <= self.applied.position.index;
+        if views_only {
+            log::info!(
+                "{}: the order from seqno {} to {} is not retained by {from} but holds views only: joining at its \
+                 current view",
+                self.info.id,
+                self.applied.seqno + 1,
+                state.seqno
+            );
+        } else if only_the_forced_view {
             log::info!(
                 "{}: joining the primary component {from} formed without us at seqno {}",
                 self.info.id,
@@ -2230,9 +2308,14 @@ impl<S: LogStore> Member<S> {
         }
         let (index, seqno) = (state.position.index, state.seqno);
         let view = state.view.clone();
+        let missed_before_view = self.applied.seqno + 1 < seqno;
         self.applied = state;
         self.checkpoints.clear();
-        if only_the_forced_view {
+        if views_only && missed_before_view && seqno > self.resume_after {
+            let missed = Delivered { seqno: seqno - 1, kind: DeliveredKind::ViewsMissed, bytes: Vec::new() };
+            self.queue_delivery(index, missed);
+        }
+        if only_the_forced_view || views_only {
             let bytes = view.encode();
             self.queue_delivery(index, Delivered { seqno, kind: DeliveredKind::View(view), bytes });
         } else if seqno >= self.resume_after {
@@ -2685,6 +2768,59 @@ mod tests {
         assert_eq!(j.status().history, [9; 16]);
     }
 
+    /// A restarted sole voter whose seed, of its own bootstrap, is primary without it: the two
+    /// histories forked (one component was forced), and it starts over as the seed's new
+    /// member (docs/design/group-forked-history.md).
+    #[test]
+    fn a_restarted_sole_voter_that_a_seed_of_its_bootstrap_answers_as_primary_without_it_starts_over_as_forked() {
+        let config = GroupConfig::new("t");
+        let restarted = || {
+            let genesis = Genesis { history: [9; 16], base_seqno: 0, group: 100 };
+            let mut m = Member::bootstrap(info(1), config.clone(), MemoryStore::new(), genesis, 0);
+            run(&mut m, 0, 100);
+            let again = MemberInfo { incarnation: 1, ..info(1) };
+            let mut r = Member::restart(again, config.clone(), m.into_store(), &[MemberId(2)], 0, 0);
+            r.expect_seed_addresses(1);
+            r.seed_address_tried(Some(MemberId(2)), true);
+            run(&mut r, 0, 3_000);
+            assert!(r.is_primary(), "a sole voter elects itself");
+            r
+        };
+        let answer = |primary_without_you| Message {
+            group: 100,
+            ..crate::message::tests::envelope(MemberId(2), Body::ProbeAnswer { primary_without_you })
+        };
+        // Two primary components of one bootstrap: this member's history is not the group's.
+        let mut m = restarted();
+        m.receive(answer(true));
+        assert_eq!(m.start_over().map(|(why, _)| why), Some(StartOver::Forked(MemberId(2))));
+        // A seed that is not primary without it (its own peer, or in no primary component):
+        // the cache counts.
+        let mut m = restarted();
+        m.receive(answer(false));
+        assert!(m.start_over().is_none());
+        assert!(!run(&mut m, 3_000, 3_100).is_empty(), "its replay is handed over");
+        // Once confirmed, a later answer changes nothing.
+        m.receive(answer(true));
+        assert!(m.start_over().is_none());
+        // The seed answers as it is: a member primary with a voter's prober counts it.
+        let mut seed = Member::bootstrap(
+            info(2),
+            config.clone(),
+            MemoryStore::new(),
+            Genesis { history: [9; 16], base_seqno: 0, group: 100 },
+            0,
+        );
+        run(&mut seed, 0, 100);
+        seed.take_outbox();
+        seed.receive(Message {
+            group: 0,
+            ..crate::message::tests::envelope(MemberId(3), Body::Probe { address: String::new() })
+        });
+        let answers: Vec<Body> = seed.take_outbox().into_iter().map(|(_, m)| m.body).collect();
+        assert_eq!(answers, vec![Body::ProbeAnswer { primary_without_you: true }]);
+    }
+
     /// A restarted sole voter elects itself at once, but its cache counts (its replay is
     /// handed over) only once its seed addresses had their say: a later bootstrap at one of
     /// them makes it join that cluster however late it answers, within the suspect timeout
@@ -2714,8 +2850,8 @@ mod tests {
         m.seed_address_tried(None, true);
         m.seed_address_tried(Some(MemberId(2)), true);
         assert!(elected(&mut m, 0, 3_000).is_empty(), "nothing handed over before the seed spoke");
-        m.receive(from_later(Body::ProbeAnswer));
-        assert_eq!(m.later_bootstrap().map(|(later, _)| later), Some(MemberId(2)));
+        m.receive(from_later(Body::ProbeAnswer { primary_without_you: true }));
+        assert_eq!(m.start_over().map(|(why, _)| why), Some(StartOver::LaterBootstrap(MemberId(2))));
 
         // Every seed address empty, or its member of our own bootstrap: the cache counts.
         let mut m = restarted(1);
@@ -2724,7 +2860,8 @@ mod tests {
         let mut m = restarted(1);
         m.seed_address_tried(Some(MemberId(2)), true);
         assert!(elected(&mut m, 0, 3_000).is_empty());
-        m.receive(Message { group: 100, ..crate::message::tests::envelope(MemberId(2), Body::ProbeAnswer) });
+        let answer = Body::ProbeAnswer { primary_without_you: false };
+        m.receive(Message { group: 100, ..crate::message::tests::envelope(MemberId(2), answer) });
         assert!(!run(&mut m, 3_000, 3_100).is_empty());
         // A seed that never answers is waited for until the suspect timeout, no longer.
         let mut m = restarted(1);
@@ -2733,7 +2870,7 @@ mod tests {
         assert!(!run(&mut m, config.suspect_timeout_ms - 10, config.suspect_timeout_ms + 100).is_empty());
         // Then a later bootstrap is another cluster beside this one.
         m.receive(from_later(Body::Probe { address: String::new() }));
-        assert!(m.later_bootstrap().is_none() && m.status().failed.is_none());
+        assert!(m.start_over().is_none() && m.status().failed.is_none());
     }
 
     #[test]

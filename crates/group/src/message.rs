@@ -137,7 +137,11 @@ pub enum Body {
         address: String,
     },
     /// Answer to `Probe`, whatever the bootstrap: the prober learns ours from the envelope.
-    ProbeAnswer,
+    /// `primary_without_you`: the sender is in a primary component in which the prober has
+    /// no vote (docs/design/group-forked-history.md).
+    ProbeAnswer {
+        primary_without_you: bool,
+    },
     /// Answer to a message of an earlier bootstrap of this cluster: the receiver's state is
     /// from before ours (the envelope says which bootstrap we belong to).
     Stale,
@@ -282,8 +286,8 @@ impl Message {
             Body::Probe { address } => {
                 w.u8(BODY_PROBE).str(address);
             }
-            Body::ProbeAnswer => {
-                w.u8(BODY_PROBE_ANSWER);
+            Body::ProbeAnswer { primary_without_you } => {
+                w.u8(BODY_PROBE_ANSWER).bool(*primary_without_you);
             }
             Body::Stale => {
                 w.u8(BODY_STALE);
@@ -352,7 +356,7 @@ impl Message {
                 Body::ReadIndexReply { request, index: known.then_some(index) }
             }
             BODY_PROBE => Body::Probe { address: r.str()? },
-            BODY_PROBE_ANSWER => Body::ProbeAnswer,
+            BODY_PROBE_ANSWER => Body::ProbeAnswer { primary_without_you: r.bool()? },
             BODY_STALE => Body::Stale,
             BODY_CAMPAIGN => Body::Campaign { heir: MemberId::decode(&mut r)? },
             BODY_RELAY => {
@@ -473,9 +477,15 @@ pub(crate) mod tests {
     fn a_peer_naming_a_shadow_vote_or_no_member_is_refused() {
         let shadow = MemberId((1 << 63) | 5);
         for bad in [shadow, MemberId(0)] {
-            assert!(Message::decode(&envelope(bad, Body::ProbeAnswer).encode()).is_err(), "sender {bad}");
+            assert!(
+                Message::decode(&envelope(bad, Body::ProbeAnswer { primary_without_you: false }).encode()).is_err(),
+                "sender {bad}"
+            );
             assert!(Message::decode(&envelope(MemberId(1), Body::Campaign { heir: bad }).encode()).is_err());
-            let table = Message { queue_table: vec![(bad, 3)], ..envelope(MemberId(1), Body::ProbeAnswer) };
+            let table = Message {
+                queue_table: vec![(bad, 3)],
+                ..envelope(MemberId(1), Body::ProbeAnswer { primary_without_you: false })
+            };
             assert!(Message::decode(&table.encode()).is_err());
         }
         let hello = crate::transport::Hello { protocol: 1, cluster_name: "c".into(), member: shadow };

@@ -13,7 +13,7 @@
 
 use crate::cache::{FileStore, LogStore};
 use crate::config::{GroupConfig, ThreadStart, Tuning};
-use crate::member::{CacheRead, Member, Status};
+use crate::member::{CacheRead, Member, StartOver, Status};
 use crate::message::{Body, Message};
 use crate::transport::{Inbound, Tls, TlsConfig, TlsError, Transport};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError};
@@ -777,7 +777,7 @@ impl Driver {
         for event in batch {
             self.handle(event);
         }
-        self.start_over_if_bootstrapped_again();
+        self.start_over_if_not_the_groups();
         self.member.flush();
         self.send_outbox();
         for (request, result) in self.member.take_completions() {
@@ -979,18 +979,29 @@ impl Driver {
         }
     }
 
-    /// The cluster was bootstrapped again while this member was away: its cache (old log, old
-    /// votes and terms) is discarded and it joins as a new member; the application then gets
-    /// the new cluster's order from its start (a state transfer, or a refusal if its data is
-    /// ahead). See docs/design/group-bootstrap-id.md.
-    fn start_over_if_bootstrapped_again(&mut self) {
-        let Some((later, seeds)) = self.member.later_bootstrap() else { return };
+    /// The cluster was bootstrapped again while this member was away, or this member's
+    /// history forked from the group's: its cache (old log, old votes and terms) is discarded
+    /// and it joins as a new member; the application then gets the group's order from its
+    /// start (a state transfer, or a refusal if its data is ahead). See
+    /// docs/design/group-bootstrap-id.md and docs/design/group-forked-history.md.
+    fn start_over_if_not_the_groups(&mut self) {
+        let Some((why, seeds)) = self.member.start_over() else { return };
         let (info, config) = (self.member.info().clone(), self.member.config().clone());
-        log::info!(
-            "{}: member {later} belongs to a later bootstrap of this cluster: this member's cache is from an earlier \
-             one; it is discarded and the member joins that cluster as a new one",
-            info.id
-        );
+        match why {
+            StartOver::LaterBootstrap(later) => log::info!(
+                "{}: member {later} belongs to a later bootstrap of this cluster: this member's cache is from an \
+                 earlier one; it is discarded and the member joins that cluster as a new one",
+                info.id
+            ),
+            // A Note: the component was forced on an operator's word, as the forcing is.
+            StartOver::Forked(primary) => log::info!(
+                "{}: member {primary} is in a primary component of this cluster without this member, which was \
+                 primary alone by its own cache: one of the two components was forced without a quorum \
+                 (pc.ignore_sb, pc.bootstrap) and their histories differ. This member's cache is discarded; it \
+                 joins that component as a new member and its data takes a full state transfer",
+                info.id
+            ),
+        }
         let c = &self.cache;
         let store = FileStore::wipe(&c.dir).and_then(|_| FileStore::open(&c.dir, c.fsync, c.segment_bytes));
         match store {
@@ -998,6 +1009,9 @@ impl Driver {
                 let seed = fresh_seed(&info);
                 let mut member = Member::join(info, config, store, &seeds, self.now_ms());
                 member.set_rng_seed(seed);
+                if matches!(why, StartOver::Forked(_)) {
+                    member.set_history_forked();
+                }
                 self.member = member;
             }
             Err(e) => self.member.stop(&format!("cannot empty the cache to join the cluster: {e}")),

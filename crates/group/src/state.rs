@@ -218,6 +218,9 @@ pub struct AppliedState {
     /// The genesis' bootstrap id (zero before it is applied).
     pub group: u64,
     pub seqno: Seqno,
+    /// Index of the last entry that delivered a writeset or a message: a member that applied
+    /// up to there and skips to this state misses views only.
+    pub last_change_index: u64,
     pub view: View,
     pub directory: BTreeMap<MemberId, DirectoryEntry>,
     /// Writesets being ordered in parts, by origin (one at a time per member). Not
@@ -273,6 +276,7 @@ impl AppliedState {
         match op {
             Op::Writeset { origin, request, data } => {
                 self.seqno += 1;
+                self.last_change_index = entry.position.index;
                 let kind = DeliveredKind::Writeset { origin, request };
                 Applied::Delivered(Delivered { seqno: self.seqno, kind, bytes: data })
             }
@@ -300,6 +304,7 @@ impl AppliedState {
                 match open.filter(|u| u.parts == parts) {
                     Some(open) => {
                         self.seqno += 1;
+                        self.last_change_index = entry.position.index;
                         let kind = DeliveredKind::Writeset { origin, request };
                         let delivered = Delivered { seqno: self.seqno, kind, bytes: data };
                         Applied::Assembled { delivered, bytes: open.bytes }
@@ -331,6 +336,7 @@ impl AppliedState {
                 Applied::Nothing
             }
             Op::Message { origin, request, data } => {
+                self.last_change_index = entry.position.index;
                 let kind = DeliveredKind::Message { origin, request };
                 Applied::Delivered(Delivered { seqno: self.seqno, kind, bytes: data })
             }
@@ -383,7 +389,7 @@ impl AppliedState {
             entry.info.encode(w);
             w.bool(entry.wants_in);
         }
-        w.u64(self.group);
+        w.u64(self.group).u64(self.last_change_index);
     }
 
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
@@ -403,7 +409,10 @@ impl AppliedState {
             directory.insert(info.id, DirectoryEntry { info, wants_in });
         }
         let group = if r.at_end() { 0 } else { r.u64()? };
-        Ok(Self { position, membership, history, group, seqno, view, directory, uploads: BTreeMap::new() })
+        // Written before it existed: every skip counts as one past a change.
+        let last_change_index = if r.at_end() { position.index } else { r.u64()? };
+        let uploads = BTreeMap::new();
+        Ok(Self { position, membership, history, group, seqno, last_change_index, view, directory, uploads })
     }
 }
 

@@ -102,6 +102,7 @@ fn deliveries_until(node: &GroupNode, last: Seqno) -> Vec<(Seqno, &'static str, 
             DeliveredKind::Message { .. } => "message",
             DeliveredKind::View(_) => "view",
             DeliveredKind::StateGap => "gap",
+            DeliveredKind::ViewsMissed => "views missed",
         };
         out.push((d.seqno, kind, d.bytes));
     }

@@ -138,6 +138,8 @@ pub struct Outcome {
     pub messages: u64,
     /// Members that caught up by snapshot because their gap was purged everywhere.
     pub state_gaps: u64,
+    /// Members that caught up by snapshot past views only (`DeliveredKind::ViewsMissed`).
+    pub views_missed: u64,
     /// Unnumbered messages acknowledged to their senders.
     pub messages_acked: u64,
     /// Times the member leading in the highest term changed (sampled every 100 ms):
@@ -306,6 +308,7 @@ impl Sim {
                 partitions: 0,
                 messages: 0,
                 state_gaps: 0,
+                views_missed: 0,
                 messages_acked: 0,
                 leader_changes: 0,
             },
@@ -432,6 +435,15 @@ impl Sim {
                 m.resume_senders();
             }
         }
+    }
+
+    /// `pc.bootstrap=1` on member `id`: the members it hears from become the primary
+    /// component.
+    pub fn bootstrap_primary(&mut self, id: MemberId) {
+        if let Some(m) = self.nodes[id.0 as usize - 1].member.as_mut() {
+            m.bootstrap_primary();
+        }
+        self.note(|| format!("{id} forced a primary component (pc.bootstrap)"));
     }
 
     /// `pc.ignore_sb` of member `id` alone, set at runtime.
@@ -815,6 +827,10 @@ impl Sim {
         if d.kind == DeliveredKind::StateGap && d.seqno != self.genesis.base_seqno {
             self.stats.state_gaps += 1;
             self.note(|| format!("{id} state gap up to seqno {}", d.seqno));
+        }
+        if d.kind == DeliveredKind::ViewsMissed {
+            self.stats.views_missed += 1;
+            self.note(|| format!("{id} missed views only, up to seqno {}", d.seqno));
         }
         if let DeliveredKind::View(v) = &d.kind {
             self.note(|| {

@@ -364,6 +364,55 @@ fn with_ignore_sb_a_member_cut_off_by_a_partition_rejoins_the_forced_component_w
     assert!(sim.submit_tagged(id(2), b"back".to_vec(), 8, false));
 }
 
+/// mtr `galera_3nodes.galera_pc_bootstrap`: member 1 is cut off, 2 and 3 order a view
+/// without it, then each is cut off too and 2 forces a primary component and takes a
+/// writeset. When the partitions heal, 1 joins 2's component past views only (the view
+/// without it and the forced one, which 2's forced boundary no longer holds): no state gap,
+/// so its running server needs no transfer.
+#[test]
+fn a_member_cut_off_before_the_others_forced_a_component_joins_it_past_views_only() {
+    fn kinds(sim: &mut Sim, n: u64) -> Vec<String> {
+        let mut kinds = Vec::new();
+        while let Some((d, _)) = sim.pop_delivered(id(n)).unwrap() {
+            kinds.push(match d.kind {
+                DeliveredKind::View(v) => format!("view of {}", v.members.len()),
+                DeliveredKind::Writeset { .. } => String::from_utf8_lossy(&d.bytes).into_owned(),
+                other => format!("{other:?}"),
+            });
+        }
+        kinds
+    }
+    let config = GroupConfig::new("sim");
+    let mut sim = Sim::new(11, 3, config.clone());
+    sim.set_external_application(true);
+    sim.run_for(10_000).unwrap();
+    for n in 1..=3 {
+        kinds(&mut sim, n);
+    }
+    sim.partition(&[0].into());
+    sim.run_for(config.suspect_timeout_ms + 5_000).unwrap();
+    assert_eq!(sim.status(id(2)).unwrap().view.members.len(), 2, "1 is out of the view");
+    sim.partition(&[0].into());
+    for (a, b) in [(1, 2), (2, 1)] {
+        sim.cut.insert((a, b));
+    }
+    sim.run_for(config.suspect_timeout_ms + 3_000).unwrap();
+    assert!(!sim.status(id(2)).unwrap().primary);
+    sim.bootstrap_primary(id(2));
+    sim.run_for(1_000).unwrap();
+    assert!(sim.status(id(2)).unwrap().primary);
+    assert!(sim.submit_tagged(id(2), b"forced".to_vec(), 7, false));
+    sim.run_for(1_000).unwrap();
+    kinds(&mut sim, 1);
+    sim.heal();
+    sim.run_for(15_000).unwrap();
+    let back = kinds(&mut sim, 1);
+    assert_eq!(back[..3], ["ViewsMissed", "view of 1", "forced"], "{back:?}");
+    assert!(!back.iter().any(|k| k == "StateGap"), "{back:?}");
+    let s = sim.status(id(1)).unwrap();
+    assert!(s.primary && s.view.members.len() == 3, "{s:?}");
+}
+
 #[test]
 fn writes_on_a_follower_while_its_leader_dies_wait_for_the_next_leader_instead_of_failing() {
     let mut sim = formed(3);

@@ -35,8 +35,9 @@ use std::time::{Duration, Instant};
 /// whether its leader is cut off; 12: the provider's synced announcements say whether they
 /// end a donation, and a donor's certification state carries the members donating; 13: every
 /// member answers a `Probe`; 14: a synced announcement may say its sender is stateless, and
-/// every state request is answered with the donor choice of the members that know).
-pub const PROTOCOL_VERSION: u32 = 14;
+/// every state request is answered with the donor choice of the members that know; 15: a
+/// probe's answer says whether its sender is primary without the prober).
+pub const PROTOCOL_VERSION: u32 = 15;
 /// From accepting a connection to its peer's hello, TLS handshake included.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest record accepted before the peer's hello.

@@ -34,6 +34,11 @@ pub enum Event {
     View { view: View, first_in_connection: bool },
     /// We lost the primary component: delivered at once, nothing to wait for.
     NonPrimary { view: View },
+    /// A primary view of the group without us, which the group ordered while we were cut
+    /// off and which we now receive with the rest of what we missed. The server sees it, as
+    /// Galera's incremental transfer shows it, and so rolls back our streaming transactions
+    /// as the group did when we left (`own_index` -1).
+    Excluded { view: View },
     /// A writeset from another member (or one of ours whose client gave up waiting).
     Apply { seqno: Seqno, writeset: Box<Writeset>, depends_on: Seqno, failed: bool },
     /// We were chosen to donate state to a joiner, once everything up to `after` is committed.
@@ -49,7 +54,7 @@ pub enum Event {
 impl Event {
     pub fn seqno(&self) -> Option<Seqno> {
         match self {
-            Event::View { view, .. } => Some(view.state_id.seqno),
+            Event::View { view, .. } | Event::Excluded { view } => Some(view.state_id.seqno),
             Event::Apply { seqno, .. } | Event::Skipped { seqno } => Some(*seqno),
             _ => None,
         }
@@ -409,6 +414,7 @@ impl<W: Clone + PartialEq> Core<W> {
                     format!("View({}, first {first_in_connection})", view.state_id.seqno)
                 }
                 Event::NonPrimary { .. } => "NonPrimary".into(),
+                Event::Excluded { view } => format!("Excluded({})", view.state_id.seqno),
                 Event::Apply { seqno, depends_on, failed, .. } => {
                     format!("Apply({seqno} after {depends_on}, failed {failed})")
                 }

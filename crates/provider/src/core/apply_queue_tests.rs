@@ -27,30 +27,8 @@ fn writeset(trx_id: u64, bytes: usize) -> Payload {
     }))
 }
 
-/// A bootstrapped node in a view with one other member, its view and synced events taken.
 fn synced(apply_queue_bytes: u64) -> (Core<u32>, u64) {
-    let settings = Settings { apply_queue_bytes, ..test_settings() };
-    let mut core = Core::new(settings, Gtid::new(HISTORY, 0), true);
-    let generation = core.open(Opening {
-        me: ME,
-        member: member_uuid(ME, 1),
-        bootstrap_history: Some(HISTORY),
-        ist_addr: "127.0.0.1:4568".into(),
-        donors: String::new(),
-        checkpoint: None,
-    });
-    let members = [ME, OTHER].iter().map(|id| test_member(*id)).collect();
-    core.on_delivered(generation, 1, Payload::View(View { view_id: 1, members }), live());
-    let synced = Payload::Control {
-        origin: ME,
-        control: Control::Synced { since: None, ends_donation: false, stateless: false },
-    };
-    core.on_delivered(generation, 1, synced, live());
-    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::View { .. }))));
-    core.view_applied(1);
-    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::Synced { .. }))));
-    core.take_effects();
-    (core, generation)
+    test_synced_with_other(Settings { apply_queue_bytes, ..test_settings() })
 }
 
 #[test]

@@ -27,6 +27,8 @@ mod vote;
 #[cfg(test)]
 mod apply_queue_tests;
 #[cfg(test)]
+mod missed_view_tests;
+#[cfg(test)]
 mod transfer_failure_tests;
 
 /// The settings the core's tests run with: the options' defaults, small sizes.
@@ -42,6 +44,35 @@ fn test_settings() -> Settings {
         stateless: false,
         apply_queue_bytes: APPLY_QUEUE_BYTES,
     }
+}
+
+/// A node bootstrapped at seqno 0 of history `[7; 16]` as member 1, in a view with member 2,
+/// its view and synced events taken.
+#[cfg(test)]
+fn test_synced_with_other(settings: Settings) -> (Core<u32>, u64) {
+    let (history, me) = (Uuid([7; 16]), MemberId(1));
+    let live = DeliveryContext { history, replayed: false };
+    let mut core = Core::new(settings, Gtid::new(history, 0), true);
+    let generation = core.open(Opening {
+        me,
+        member: member_uuid(me, 1),
+        bootstrap_history: Some(history),
+        ist_addr: "127.0.0.1:4568".into(),
+        donors: String::new(),
+        checkpoint: None,
+    });
+    let members = [me, MemberId(2)].iter().map(|id| test_member(*id)).collect();
+    core.on_delivered(generation, 1, Payload::View(lockstep_group::View { view_id: 1, members }), live);
+    let synced = Payload::Control {
+        origin: me,
+        control: Control::Synced { since: None, ends_donation: false, stateless: false },
+    };
+    core.on_delivered(generation, 1, synced, live);
+    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::View { .. }))));
+    core.view_applied(1);
+    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::Synced { .. }))));
+    core.take_effects();
+    (core, generation)
 }
 
 /// A data member named `node<id>`, as the core's tests put one in a view.
@@ -76,6 +107,7 @@ fn test_status(id: MemberId, primary: bool, view: &[MemberId]) -> lockstep_group
         senders_paused: false,
         left: false,
         in_contact: view.to_vec(),
+        history_forked: false,
         failed: None,
         weights_settled: true,
     }

@@ -70,6 +70,8 @@ pub enum Payload {
     View(lockstep_group::View),
     /// The group no longer holds seqnos up to this delivery's.
     Gap,
+    /// Nor these, but they were views only: no writeset or message among them.
+    ViewsMissed,
     /// Ordered everywhere alike, so skipped everywhere alike.
     Undecodable {
         origin: MemberId,
@@ -93,6 +95,7 @@ impl Payload {
             },
             DeliveredKind::View(view) => Payload::View(view),
             DeliveredKind::StateGap => Payload::Gap,
+            DeliveredKind::ViewsMissed => Payload::ViewsMissed,
         };
         (seqno, payload)
     }
@@ -158,7 +161,7 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     fn take_delivery(&mut self, seqno: Seqno, payload: Payload, context: DeliveryContext) {
-        self.learn_history(seqno, matches!(payload, Payload::Gap), context.history);
+        self.learn_history(seqno, matches!(payload, Payload::Gap | Payload::ViewsMissed), context.history);
         let numbered = !matches!(payload, Payload::Control { .. } | Payload::Undecodable { numbered: false, .. });
         if numbered {
             self.ordering.controls_after = 0;
@@ -170,6 +173,7 @@ impl<W: Clone + PartialEq> Core<W> {
             Payload::View(view) => self.on_view(seqno, view, context.replayed),
             Payload::Control { origin, control } => self.on_control(seqno, origin, control, !context.replayed),
             Payload::Gap => self.on_gap(seqno, context.replayed),
+            Payload::ViewsMissed => self.on_views_missed(seqno, context.replayed),
             Payload::Undecodable { origin, error, numbered } => {
                 log::error!("skipping an undecodable delivery from {origin} at seqno {seqno}: {error}");
                 if numbered {
@@ -367,6 +371,22 @@ impl<W: Clone + PartialEq> Core<W> {
         }
     }
 
+    /// The group member started over because its history forked from the group's
+    /// (docs/design/group-forked-history.md): before the first delivery tells the history,
+    /// our position stops counting as a place in it, whatever its seqno, so the state
+    /// transfer is a full one.
+    pub fn history_forked(&mut self) {
+        if self.phase != Phase::Opening || self.position.seqno < 0 {
+            return;
+        }
+        log::info!(
+            "this node's data at {} is not the group's past the point where its history forked: it takes a full \
+             state transfer",
+            self.position
+        );
+        self.position = Gtid::new(self.position.uuid, crate::types::SEQNO_UNDEFINED);
+    }
+
     /// The first delivery tells which history the group is in and whether what we hold
     /// continues it; if not, we need a state transfer.
     fn learn_history(&mut self, seqno: Seqno, gap: bool, history: Uuid) {
@@ -535,6 +555,25 @@ impl<W: Clone + PartialEq> Core<W> {
         log::info!("seqnos {}..={seqno} are missing here: this node asks for a full state transfer", committed + 1);
         self.connection.as_mut().expect("has state").has_state = false;
         self.restart_windows(seqno);
+    }
+
+    /// Seqnos after ours up to `seqno` held views only, which the group no longer holds (a
+    /// member cut off while the others forced a component: docs/design/group-views-only-gap.md):
+    /// no data changed and nothing was certified there, so a node with state finishes them
+    /// unused and goes on with the view that follows, the group's current one, without a
+    /// state transfer. Without state it is a gap like any other.
+    fn on_views_missed(&mut self, seqno: Seqno, replayed: bool) {
+        if !self.has_state() {
+            self.on_gap(seqno, replayed);
+            return;
+        }
+        let first = self.ordering.delivered + 1;
+        if first <= seqno {
+            log::info!("seqnos {first}..={seqno} held views only: nothing to apply from them");
+        }
+        for missed in first..=seqno {
+            self.finish_unused(missed);
+        }
     }
 
     /// The view that adds this member to the group, and would start the server's handshake,
@@ -726,6 +765,17 @@ impl<W: Clone + PartialEq> Core<W> {
             if closing {
                 // The view that removes us after we left: the server never sees it, so
                 // our saved position must not include it.
+                return;
+            }
+            let joined = c.joined_at.is_some();
+            if joined && !replayed && self.has_state() && seqno > self.committed.last_contiguous() {
+                // The group went on without us from here while we were cut off; its members
+                // rolled back our streaming transactions then, and so must our server (mtr
+                // galera_3nodes_sr.galera_sr_threeway_split).
+                self.ordering.delivered = seqno;
+                let c = self.connection.as_ref().expect("checked above");
+                let wsrep_view = primary_view(c.group, seqno, &view, me, c.member);
+                self.push_event(Event::Excluded { view: wsrep_view });
                 return;
             }
             self.finish_unused(seqno);

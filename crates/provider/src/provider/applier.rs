@@ -67,6 +67,7 @@ impl Provider {
                     }
                     Ok(false)
                 }
+                Event::Excluded { view } => self.show_excluded(ctx, generation, &view).map(|()| false),
                 Event::Synced { after } => self.become_synced(generation, after).map(|_| false),
                 Event::Final { view } => self.deliver_final_view(ctx, &view).map(|_| false),
             };
@@ -127,6 +128,16 @@ impl Provider {
             log::info!("synced with group at {} (primary component regained)", self.last_committed_id());
         }
         Ok(false)
+    }
+
+    /// A primary view without us, in its place in the order (`Event::Excluded`).
+    fn show_excluded(&self, ctx: RecvCtx, generation: u64, view: &View) -> Result<(), Status> {
+        let seqno = view.state_id.seqno;
+        if self.turn(generation, seqno - 1, seqno) == Turn::Go {
+            self.show_view(ctx, view)?;
+            self.with_core(|core| core.finished(seqno));
+        }
+        Ok(())
     }
 
     /// Hands a view to the server, unless it is a primary view with the members of the last

@@ -22,7 +22,12 @@ impl DeliverySink for CoreSink {
         let Some(provider) = self.provider.upgrade() else { return true };
         let (seqno, payload) = Payload::decode(delivered);
         let context = DeliveryContext { history: Uuid(status.history), replayed };
-        provider.in_driver(outbox, |core| core.on_delivered(self.generation, seqno, payload, context))
+        provider.in_driver(outbox, |core| {
+            if status.history_forked {
+                core.history_forked();
+            }
+            core.on_delivered(self.generation, seqno, payload, context)
+        })
     }
 
     fn submit_failed(&mut self, tag: u64, error: SubmitError, outbox: &mut Outbox) {

@@ -943,6 +943,10 @@ impl Node {
                 Applier::Turn { event, after, seqno: after }
             }
             Event::Skipped { seqno } => Applier::Turn { event, after: seqno - 1, seqno },
+            Event::Excluded { ref view } => {
+                let seqno = view.state_id.seqno;
+                Applier::Turn { event, after: seqno - 1, seqno }
+            }
             Event::Synced { after } => Applier::Turn { event, after, seqno: after },
             Event::NonPrimary { .. } => Applier::Idle,
             Event::Final { .. } => {
@@ -1004,6 +1008,12 @@ impl Node {
             Event::Skipped { seqno } => {
                 if turn == Turn::Go {
                     self.core().finished(seqno);
+                }
+                Applier::Idle
+            }
+            Event::Excluded { view } => {
+                if turn == Turn::Go {
+                    self.core().finished(view.state_id.seqno);
                 }
                 Applier::Idle
             }

@@ -16,7 +16,7 @@ impl Invariant for CacheServes {
     }
 
     fn on_deliver(&mut self, _member: MemberId, d: &Delivered) -> Result<(), String> {
-        if d.kind != DeliveredKind::StateGap && is_numbered(d) {
+        if !matches!(d.kind, DeliveredKind::StateGap | DeliveredKind::ViewsMissed) && is_numbered(d) {
             self.delivered.insert(d.seqno, delivered_hash(d));
         }
         Ok(())

@@ -31,7 +31,7 @@ impl Invariant for MessageOrder {
 
     fn on_deliver(&mut self, member: MemberId, d: &Delivered) -> Result<(), String> {
         let DeliveredKind::Message { origin, request } = d.kind else {
-            if d.kind == DeliveredKind::StateGap {
+            if matches!(d.kind, DeliveredKind::StateGap | DeliveredKind::ViewsMissed) {
                 self.cursor.insert(member, (d.seqno, None));
                 return Ok(());
             }

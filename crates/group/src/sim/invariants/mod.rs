@@ -9,6 +9,7 @@ mod no_gaps;
 mod progress;
 mod same_bytes;
 mod view_order;
+mod views_only_missed;
 
 pub use acked_survive::AckedSurvive;
 pub use arbitrator_hands_over::ArbitratorHandsOver;
@@ -18,6 +19,7 @@ pub use no_gaps::NoGaps;
 pub use progress::Progress;
 pub use same_bytes::SameBytes;
 pub use view_order::ViewOrder;
+pub use views_only_missed::ViewsOnlyMissed;
 
 use crate::member::Status;
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, Seqno};
@@ -67,6 +69,7 @@ pub fn all() -> Vec<Box<dyn Invariant>> {
         Box::new(CacheServes::default()),
         Box::new(MessageOrder::default()),
         Box::new(Progress),
+        Box::new(ViewsOnlyMissed::default()),
     ]
 }
 
@@ -87,6 +90,7 @@ pub fn delivered_hash(d: &Delivered) -> u64 {
         DeliveredKind::View(_) => 2,
         DeliveredKind::StateGap => 3,
         DeliveredKind::Message { .. } => 4,
+        DeliveredKind::ViewsMissed => 5,
     };
     hash_bytes(kind, &d.bytes)
 }

@@ -1,6 +1,6 @@
 //! No gaps: each member delivers seqnos 1, 2, 3, … (from the genesis' base) with none
 //! skipped or repeated, across restarts too. A declared `StateGap` (state transfer needed)
-//! is the only jump, never backwards; an unnumbered message repeats the seqno before it.
+//! or `ViewsMissed` is the only jump, never backwards; an unnumbered message repeats the seqno before it.
 
 use super::Invariant;
 use crate::types::{Delivered, DeliveredKind, MemberId, Seqno};
@@ -19,7 +19,7 @@ impl Invariant for NoGaps {
     fn on_deliver(&mut self, member: MemberId, d: &Delivered) -> Result<(), String> {
         let last = self.last.entry(member).or_insert(0);
         let ok = match d.kind {
-            DeliveredKind::StateGap => d.seqno >= *last,
+            DeliveredKind::StateGap | DeliveredKind::ViewsMissed => d.seqno >= *last,
             DeliveredKind::Message { .. } => d.seqno == *last,
             _ => d.seqno == *last + 1,
         };

@@ -20,7 +20,7 @@ impl Invariant for ViewOrder {
 
     fn on_deliver(&mut self, member: MemberId, d: &Delivered) -> Result<(), String> {
         match &d.kind {
-            DeliveredKind::StateGap => {
+            DeliveredKind::StateGap | DeliveredKind::ViewsMissed => {
                 self.last_view.remove(&member);
                 Ok(())
             }
