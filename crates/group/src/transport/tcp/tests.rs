@@ -38,10 +38,20 @@ fn listening_with(
     tls: Option<Arc<Tls>>,
     compress: bool,
 ) -> (Transport, mpsc::Receiver<Message>) {
+    let group = GroupConfig { compress, ..GroupConfig::new(cluster) };
+    listening_on(id, &group, "127.0.0.1:0", tls)
+}
+
+/// Member `id` listening on `address`, its messages received on the channel.
+fn listening_on(
+    id: u64,
+    group: &GroupConfig,
+    address: &str,
+    tls: Option<Arc<Tls>>,
+) -> (Transport, mpsc::Receiver<Message>) {
     let (tx, rx) = channel();
     let tx = Mutex::new(tx);
-    let group = GroupConfig { compress, ..GroupConfig::new(cluster) };
-    let t = Transport::start(MemberId(id), &group, "127.0.0.1:0", 1 << 20, tls, move |inbound| {
+    let t = Transport::start(MemberId(id), group, address, 1 << 20, tls, move |inbound| {
         if let Inbound::Message(m) = inbound {
             let _ = tx.lock().unwrap().send(*m);
         }
@@ -417,14 +427,7 @@ fn every_thread_of_the_transport_runs_the_thread_start_first() {
         }),
         ..GroupConfig::new("c")
     };
-    let (tx, rx) = channel();
-    let tx = Mutex::new(tx);
-    let b = Transport::start(MemberId(2), &group, "127.0.0.1:0", 1 << 20, None, move |inbound| {
-        if let Inbound::Message(m) = inbound {
-            let _ = tx.lock().unwrap().send(*m);
-        }
-    })
-    .unwrap();
+    let (b, rx) = listening_on(2, &group, "127.0.0.1:0", None);
     let (a, _) = listening(1, "c");
     a.set_address(MemberId(2), &b.local_addr().to_string());
     a.send(MemberId(2), message(1));
@@ -451,16 +454,9 @@ fn a_peer_the_allowlist_refuses_by_its_listen_address_is_dropped_before_its_hell
         }),
         ..GroupConfig::new("c")
     };
-    let (tx, rx) = channel();
-    let tx = Mutex::new(tx);
-    let b = Transport::start(MemberId(2), &group, "127.0.0.1:0", 1 << 20, None, move |inbound| {
-        if let Inbound::Message(m) = inbound {
-            let _ = tx.lock().unwrap().send(*m);
-        }
-    })
-    .unwrap();
+    let (b, rx) = listening_on(2, &group, "127.0.0.1:0", None);
     // Listening on an address of its own, it connects from there.
-    let a = Transport::start(MemberId(1), &GroupConfig::new("c"), "127.0.0.2:0", 1 << 20, None, |_| {}).unwrap();
+    let (a, _) = listening_on(1, &GroupConfig::new("c"), "127.0.0.2:0", None);
     a.set_address(MemberId(2), &b.local_addr().to_string());
     a.send(MemberId(2), message(1));
     assert!(rx.recv_timeout(Duration::from_millis(500)).is_err());
