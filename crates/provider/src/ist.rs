@@ -290,10 +290,13 @@ pub fn send_with_tls(
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no address for '{address}'")))?;
-    let tcp = TcpStream::connect_timeout(&target, IO_TIMEOUT)?;
-    tcp.set_nodelay(true)?;
+    let connect = || {
+        let tcp = TcpStream::connect_timeout(&target, IO_TIMEOUT)?;
+        tcp.set_nodelay(true)?;
+        Ok(tcp)
+    };
     let deadline = Instant::now() + transport::HANDSHAKE_TIMEOUT;
-    let mut stream = tls::secure(tls, Side::Dialer, tcp, deadline).map_err(transport_error)?;
+    let mut stream = tls::dial(tls, connect()?, connect, deadline).map_err(transport_error)?;
     stream.tcp().set_write_timeout(Some(IO_TIMEOUT))?;
     write_frame(&mut stream, &header.encode())?;
     stream.flush()?;

@@ -32,9 +32,6 @@ pub fn tls_config(options: &Options) -> Result<Option<TlsConfig>, String> {
 /// Loads the contexts the options ask for, when the node connects. A Note, not a warning
 /// (mtr fails a test on warnings), says when traffic goes in the clear.
 pub fn load(options: &Options) -> Result<Option<Arc<Tls>>, String> {
-    if options.flag("socket.dynamic") {
-        log::info!("socket.dynamic is not supported: a node with certificates accepts only TLS peers");
-    }
     let Some(config) = tls_config(options)? else {
         log::info!(
             "socket.ssl is off: group communication and state transfers are neither encrypted nor \
@@ -43,8 +40,17 @@ pub fn load(options: &Options) -> Result<Option<Arc<Tls>>, String> {
         return Ok(None);
     };
     let ca = config.ca.display().to_string();
-    let tls = Tls::load(config).map_err(|e| e.to_string())?;
-    log::info!("group communication and state transfers use TLS 1.3; every peer must show a certificate of {ca}");
+    let dynamic = options.flag("socket.dynamic");
+    let tls = Tls::load(config).map_err(|e| e.to_string())?.with_dynamic(dynamic);
+    if dynamic {
+        // A Note: the operator asked for a mixed cluster (mtr galera_dynamic_protocol).
+        log::info!(
+            "group communication and state transfers use TLS 1.3 with peers that show a certificate of {ca}, \
+             and plain TCP with peers without TLS (socket.dynamic)"
+        );
+    } else {
+        log::info!("group communication and state transfers use TLS 1.3; every peer must show a certificate of {ca}");
+    }
     Ok(Some(Arc::new(tls)))
 }
 

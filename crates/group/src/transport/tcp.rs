@@ -11,7 +11,7 @@
 //! connection (Raft resends): the acceptor starts accepting again, a prober tries again,
 //! and a writer whose thread ended is replaced at the next message to its peer.
 
-use super::tls::{secure, Refusals, Side, Stream, Tls};
+use super::tls::{self, secure, Refusals, Side, Stream, Tls};
 use super::{read_hello, read_record, Hello, TransportError, HANDSHAKE_TIMEOUT, MAX_UNAUTHENTICATED, PROTOCOL_VERSION};
 use crate::config::{Allowlist, GroupConfig, ThreadStart};
 use crate::message::Message;
@@ -629,8 +629,8 @@ fn dial(address: &str, shared: &Shared) -> Result<(Stream, Hello), TransportErro
         match connect_from(shared.source_ip, socket) {
             Ok(tcp) => {
                 let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
-                tcp.set_nodelay(true)?;
-                let mut stream = secure(shared.tls.as_deref(), Side::Dialer, tcp, deadline)?;
+                let reconnect = || connect_from(shared.source_ip, socket);
+                let mut stream = tls::dial(shared.tls.as_deref(), tcp, reconnect, deadline)?;
                 stream.write_all(&shared.hello.encode())?;
                 stream.flush()?;
                 let theirs = read_hello(&mut stream, &shared.hello, deadline).map_err(|e| match e {
@@ -650,13 +650,17 @@ fn dial(address: &str, shared: &Shared) -> Result<(Stream, Hello), TransportErro
 
 /// Connects to `peer`, from `source` when it is of the same family.
 fn connect_from(source: Option<IpAddr>, peer: SocketAddr) -> io::Result<TcpStream> {
-    let Some(source) = source.filter(|ip| ip.is_ipv4() == peer.is_ipv4()) else {
-        return TcpStream::connect_timeout(&peer, CONNECT_TIMEOUT);
+    let tcp = match source.filter(|ip| ip.is_ipv4() == peer.is_ipv4()) {
+        None => TcpStream::connect_timeout(&peer, CONNECT_TIMEOUT)?,
+        Some(source) => {
+            let socket = socket2::Socket::new(socket2::Domain::for_address(peer), socket2::Type::STREAM, None)?;
+            socket.bind(&SocketAddr::new(source, 0).into())?;
+            socket.connect_timeout(&peer.into(), CONNECT_TIMEOUT)?;
+            socket.into()
+        }
     };
-    let socket = socket2::Socket::new(socket2::Domain::for_address(peer), socket2::Type::STREAM, None)?;
-    socket.bind(&SocketAddr::new(source, 0).into())?;
-    socket.connect_timeout(&peer.into(), CONNECT_TIMEOUT)?;
-    Ok(socket.into())
+    tcp.set_nodelay(true)?;
+    Ok(tcp)
 }
 
 /// The writer thread: connects, and writes what the sending threads left queued, waiting

@@ -67,6 +67,9 @@ impl std::error::Error for TlsError {}
 /// files the options name then, for connections opened afterwards.
 pub struct Tls {
     contexts: RwLock<Arc<Contexts>>,
+    /// Galera's `socket.dynamic`: plain peers are accepted too, and a dialed peer that
+    /// refuses TLS is dialed again in the clear (a cluster moving to TLS one node at a time).
+    dynamic: bool,
 }
 
 struct Contexts {
@@ -85,7 +88,17 @@ impl fmt::Debug for Tls {
 impl Tls {
     /// Reads the key, certificate and CA files and checks that they fit together.
     pub fn load(config: TlsConfig) -> Result<Tls, TlsError> {
-        Ok(Tls { contexts: RwLock::new(Arc::new(Contexts::load(config)?)) })
+        Ok(Tls { contexts: RwLock::new(Arc::new(Contexts::load(config)?)), dynamic: false })
+    }
+
+    /// With `socket.dynamic`: see [`Tls::dynamic`].
+    pub fn with_dynamic(self, dynamic: bool) -> Tls {
+        Tls { dynamic, ..self }
+    }
+
+    /// Plain peers are accepted too (`socket.dynamic`).
+    pub fn dynamic(&self) -> bool {
+        self.dynamic
     }
 
     /// Galera's `socket.ssl_reload`: reads the files `config` names, which may be new ones
@@ -387,6 +400,7 @@ pub fn secure(tls: Option<&Tls>, side: Side, tcp: TcpStream, deadline: Instant) 
     if side == Side::Acceptor {
         let opens_tls = first_byte(&tcp, deadline)? == TLS_HANDSHAKE_RECORD;
         match (tls.is_some(), opens_tls) {
+            (true, false) if tls.is_some_and(Tls::dynamic) => return Ok(Stream::Plain(tcp)),
             (true, false) => return Err(TransportError::PlainPeer),
             (false, true) => return Err(TransportError::TlsPeer),
             _ => {}
@@ -415,6 +429,25 @@ pub fn secure(tls: Option<&Tls>, side: Side, tcp: TcpStream, deadline: Instant) 
     stream.tcp().set_read_timeout(None)?;
     stream.tcp().set_write_timeout(None)?;
     Ok(stream)
+}
+
+/// The dialer's side of connection `tcp`: TLS when the node has certificates. With
+/// `socket.dynamic`, a peer that refuses TLS (a node without certificates closes on a TLS
+/// hello) is dialed again in the clear (`reconnect`); if that fails too, the TLS attempt's
+/// error is the one reported.
+pub fn dial(
+    tls: Option<&Tls>,
+    tcp: TcpStream,
+    reconnect: impl FnOnce() -> io::Result<TcpStream>,
+    deadline: Instant,
+) -> Result<Stream, TransportError> {
+    match secure(tls, Side::Dialer, tcp, deadline) {
+        Err(refused) if tls.is_some_and(Tls::dynamic) => reconnect()
+            .map_err(TransportError::from)
+            .and_then(|tcp| secure(None, Side::Dialer, tcp, deadline))
+            .map_err(|_| refused),
+        opened => opened,
+    }
 }
 
 /// Time left before `deadline`, or a timeout error.
@@ -479,11 +512,16 @@ impl Refusals {
     pub fn refused(&self, what: &str, peer: Option<SocketAddr>, error: &TransportError) -> bool {
         let Some(peer) = peer else { return false };
         let first = self.first_since_connected(peer);
-        if first {
-            log::warn!(
-                "{what}: connection from {} dropped: {error} (logged once per address until one authenticates)",
-                peer.ip()
-            );
+        let line = format!(
+            "{what}: connection from {} dropped: {error} (logged once per address until one authenticates)",
+            peer.ip()
+        );
+        match error {
+            // A Note: nothing was let in, and a peer with `socket.dynamic` tries TLS first
+            // and then comes back in the clear (mtr galera_dynamic_protocol).
+            TransportError::TlsPeer if first => log::info!("{line}"),
+            _ if first => log::warn!("{line}"),
+            _ => {}
         }
         first
     }

@@ -22,6 +22,10 @@ fn listening(id: u64, cluster: &str) -> (Transport, mpsc::Receiver<Message>) {
 
 /// With the test certificates of `crate::transport::tls` (`a-node1` of CA `a`, ...).
 fn listening_tls(id: u64, node: &str, ca: &str) -> (Transport, mpsc::Receiver<Message>) {
+    listening_with(id, "c", Some(Arc::new(test_tls(node, ca))), false)
+}
+
+fn test_tls(node: &str, ca: &str) -> Tls {
     let testdata = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/transport/tls/testdata");
     let config = crate::transport::TlsConfig {
         key: testdata.join(format!("{node}-key.pem")),
@@ -29,7 +33,7 @@ fn listening_tls(id: u64, node: &str, ca: &str) -> (Transport, mpsc::Receiver<Me
         ca: testdata.join(format!("{ca}-ca.pem")),
         ciphers: String::new(),
     };
-    listening_with(id, "c", Some(Arc::new(Tls::load(config).unwrap())), false)
+    Tls::load(config).unwrap()
 }
 
 fn listening_with(
@@ -88,6 +92,31 @@ fn members_of_another_ca_or_without_tls_are_refused() {
     b.send(MemberId(4), message(2));
     assert!(b_rx.recv_timeout(Duration::from_millis(700)).is_err());
     assert!(plain_rx.try_recv().is_err());
+}
+
+/// `socket.dynamic`: a member with certificates talks TLS to its own CA's members and plain
+/// TCP to members without certificates, both ways; it still refuses another CA's.
+#[test]
+fn a_dynamic_member_talks_tls_to_tls_members_and_plain_tcp_to_plain_ones() {
+    let dynamic_tls = Some(Arc::new(test_tls("a-node1", "a").with_dynamic(true)));
+    let (dynamic, dynamic_rx) = listening_on(1, &GroupConfig::new("c"), "127.0.0.1:0", dynamic_tls);
+    let (tls, tls_rx) = listening_tls(2, "a-node2", "a");
+    let (plain, plain_rx) = listening(3, "c");
+    let (other_ca, _) = listening_tls(4, "b-node1", "b");
+    for (id, peer) in [(2, &tls), (3, &plain)] {
+        dynamic.set_address(MemberId(id), &peer.local_addr().to_string());
+        dynamic.send(MemberId(id), message(1));
+        peer.set_address(MemberId(1), &dynamic.local_addr().to_string());
+        peer.send(MemberId(1), message(id));
+    }
+    assert_eq!(tls_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
+    assert_eq!(plain_rx.recv_timeout(Duration::from_secs(5)).unwrap(), message(1));
+    let mut got: Vec<Message> = (0..2).map(|_| dynamic_rx.recv_timeout(Duration::from_secs(5)).unwrap()).collect();
+    got.sort_by_key(|m| m.from);
+    assert_eq!(got, [message(2), message(3)]);
+    other_ca.set_address(MemberId(1), &dynamic.local_addr().to_string());
+    other_ca.send(MemberId(1), message(4));
+    assert!(dynamic_rx.recv_timeout(Duration::from_millis(700)).is_err());
 }
 
 #[test]
