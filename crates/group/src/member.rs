@@ -2263,17 +2263,17 @@ impl<S: LogStore> Member<S> {
             && state.position.index == self.applied.position.index
             && state.seqno == self.applied.seqno + 1;
         // Ahead of us on our own history (Raft sends a snapshot of the log we hold a prefix
-        // of), with no writeset or message after what we applied: we missed views only, as a
-        // member cut off while the others' component was forced does (mtr
+        // of), with no writeset after what we applied: we missed views and messages only, as
+        // a member cut off while the others' component was forced does (mtr
         // galera_3nodes.galera_pc_bootstrap). Its current view is what we need.
         let views_only = !forced_elsewhere
             && state.history == self.applied.history
             && state.seqno > self.applied.seqno
-            && state.last_change_index <= self.applied.position.index;
+            && state.last_writeset_index <= self.applied.position.index;
         if views_only {
             log::info!(
-                "{}: the order from seqno {} to {} is not retained by {from} but holds views only: joining at its \
-                 current view",
+                "{}: the order from seqno {} to {} is not retained by {from} but holds no writeset: joining at \
+                 its current view",
                 self.info.id,
                 self.applied.seqno + 1,
                 state.seqno

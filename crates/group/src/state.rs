@@ -218,9 +218,9 @@ pub struct AppliedState {
     /// The genesis' bootstrap id (zero before it is applied).
     pub group: u64,
     pub seqno: Seqno,
-    /// Index of the last entry that delivered a writeset or a message: a member that applied
-    /// up to there and skips to this state misses views only.
-    pub last_change_index: u64,
+    /// Index of the last entry that delivered a writeset: a member that applied up to there
+    /// and skips to this state misses no data, only views and messages.
+    pub last_writeset_index: u64,
     pub view: View,
     pub directory: BTreeMap<MemberId, DirectoryEntry>,
     /// Writesets being ordered in parts, by origin (one at a time per member). Not
@@ -276,7 +276,7 @@ impl AppliedState {
         match op {
             Op::Writeset { origin, request, data } => {
                 self.seqno += 1;
-                self.last_change_index = entry.position.index;
+                self.last_writeset_index = entry.position.index;
                 let kind = DeliveredKind::Writeset { origin, request };
                 Applied::Delivered(Delivered { seqno: self.seqno, kind, bytes: data })
             }
@@ -304,7 +304,7 @@ impl AppliedState {
                 match open.filter(|u| u.parts == parts) {
                     Some(open) => {
                         self.seqno += 1;
-                        self.last_change_index = entry.position.index;
+                        self.last_writeset_index = entry.position.index;
                         let kind = DeliveredKind::Writeset { origin, request };
                         let delivered = Delivered { seqno: self.seqno, kind, bytes: data };
                         Applied::Assembled { delivered, bytes: open.bytes }
@@ -336,7 +336,6 @@ impl AppliedState {
                 Applied::Nothing
             }
             Op::Message { origin, request, data } => {
-                self.last_change_index = entry.position.index;
                 let kind = DeliveredKind::Message { origin, request };
                 Applied::Delivered(Delivered { seqno: self.seqno, kind, bytes: data })
             }
@@ -389,7 +388,7 @@ impl AppliedState {
             entry.info.encode(w);
             w.bool(entry.wants_in);
         }
-        w.u64(self.group).u64(self.last_change_index);
+        w.u64(self.group).u64(self.last_writeset_index);
     }
 
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
@@ -410,9 +409,9 @@ impl AppliedState {
         }
         let group = if r.at_end() { 0 } else { r.u64()? };
         // Written before it existed: every skip counts as one past a change.
-        let last_change_index = if r.at_end() { position.index } else { r.u64()? };
+        let last_writeset_index = if r.at_end() { position.index } else { r.u64()? };
         let uploads = BTreeMap::new();
-        Ok(Self { position, membership, history, group, seqno, last_change_index, view, directory, uploads })
+        Ok(Self { position, membership, history, group, seqno, last_writeset_index, view, directory, uploads })
     }
 }
 

@@ -179,9 +179,10 @@ pub enum DeliveredKind {
     /// (then only messages were missed and no transfer is needed).
     StateGap,
     /// Seqnos up to and including this one were ordered while this member was away and are
-    /// no longer retained, but were views only: no writeset or message came after the last
-    /// one this member applied. Nothing to apply and no state transfer: the view that follows
-    /// is the group's current one (docs/design/group-views-only-gap.md).
+    /// no longer retained, but were views only: no writeset came after the last one this
+    /// member applied (messages may have, and are lost with the stretch). Nothing to apply and
+    /// no state transfer: the view that follows is the group's current one
+    /// (docs/design/group-views-only-gap.md).
     ViewsMissed,
 }
 

@@ -561,7 +561,10 @@ impl<W: Clone + PartialEq> Core<W> {
     /// member cut off while the others forced a component: docs/design/group-views-only-gap.md):
     /// no data changed and nothing was certified there, so a node with state finishes them
     /// unused and goes on with the view that follows, the group's current one, without a
-    /// state transfer. Without state it is a gap like any other.
+    /// state transfer. The control messages ordered meanwhile are lost with them: the synced
+    /// set becomes a guess, which the members that know correct when a donor is chosen
+    /// (docs/design/donor-choice-of-a-guessing-joiner.md). Without state it is a gap like any
+    /// other.
     fn on_views_missed(&mut self, seqno: Seqno, replayed: bool) {
         if !self.has_state() {
             self.on_gap(seqno, replayed);
@@ -573,6 +576,9 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         for missed in first..=seqno {
             self.finish_unused(missed);
+        }
+        if !self.ordering.synced_unknown {
+            self.ordering.synced_guessed = true;
         }
     }
 
