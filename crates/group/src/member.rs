@@ -596,7 +596,8 @@ impl<S: LogStore> Member<S> {
         self.probed_seeds.remove(&from);
         if matches!(message.body, Body::Probe { .. }) {
             // Whatever bootstrap it is of: the envelope tells ours.
-            let primary_without_you = self.is_primary() && !self.raft.is_voter(from);
+            // Not while our own restarted cache is unconfirmed: we may be the forked one.
+            let primary_without_you = self.confirmed && self.is_primary() && !self.raft.is_voter(from);
             self.send(from, Body::ProbeAnswer { primary_without_you });
         }
         if matches!(message.body, Body::ProbeAnswer { primary_without_you: true })
@@ -1661,6 +1662,7 @@ impl<S: LogStore> Member<S> {
         // match it there, so it gets this state (and its numbering) by snapshot rather than
         // appending our entries to its own numbering.
         self.applied.position.term = hard.term;
+        self.applied.forks.push(self.applied.position);
         self.store.purge(self.applied.clone())?;
         self.checkpoints.clear();
         self.store.save_hard_state(hard)?;
@@ -2262,12 +2264,13 @@ impl<S: LogStore> Member<S> {
         let only_the_forced_view = forced_elsewhere
             && state.position.index == self.applied.position.index
             && state.seqno == self.applied.seqno + 1;
-        // Ahead of us on our own history (Raft sends a snapshot of the log we hold a prefix
-        // of), with no writeset after what we applied: we missed views and messages only, as
-        // a member cut off while the others' component was forced does (mtr
+        // Ahead of us on our own history (every component forced along ours is along its too),
+        // with no writeset after what we applied: we missed views and messages only, as a
+        // member cut off while the others' component was forced does (mtr
         // galera_3nodes.galera_pc_bootstrap). Its current view is what we need.
         let views_only = !forced_elsewhere
             && state.history == self.applied.history
+            && state.forks.starts_with(&self.applied.forks)
             && state.seqno > self.applied.seqno
             && state.last_writeset_index <= self.applied.position.index;
         if views_only {

@@ -221,6 +221,10 @@ pub struct AppliedState {
     /// Index of the last entry that delivered a writeset: a member that applied up to there
     /// and skips to this state misses no data, only views and messages.
     pub last_writeset_index: u64,
+    /// The boundaries of the components forced without a quorum along this history
+    /// (`force_primary`), oldest first: two states are on one history only if one's list
+    /// starts with the other's (docs/design/group-views-only-gap.md).
+    pub forks: Vec<Position>,
     pub view: View,
     pub directory: BTreeMap<MemberId, DirectoryEntry>,
     /// Writesets being ordered in parts, by origin (one at a time per member). Not
@@ -388,7 +392,10 @@ impl AppliedState {
             entry.info.encode(w);
             w.bool(entry.wants_in);
         }
-        w.u64(self.group).u64(self.last_writeset_index);
+        w.u64(self.group).u64(self.last_writeset_index).len(self.forks.len());
+        for fork in &self.forks {
+            fork.encode(w);
+        }
     }
 
     pub fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
@@ -410,8 +417,13 @@ impl AppliedState {
         let group = if r.at_end() { 0 } else { r.u64()? };
         // Written before it existed: every skip counts as one past a change.
         let last_writeset_index = if r.at_end() { position.index } else { r.u64()? };
+        let forks = if r.at_end() {
+            Vec::new()
+        } else {
+            (0..r.len(16)?).map(|_| Position::decode(r)).collect::<Result<_, _>>()?
+        };
         let uploads = BTreeMap::new();
-        Ok(Self { position, membership, history, group, seqno, last_writeset_index, view, directory, uploads })
+        Ok(Self { position, membership, history, group, seqno, last_writeset_index, forks, view, directory, uploads })
     }
 }
 

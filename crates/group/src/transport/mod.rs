@@ -89,6 +89,9 @@ pub enum TransportError {
     PlainPeer,
     /// A TLS peer reached a node without certificates.
     TlsPeer,
+    /// The peer closed the connection in the TLS handshake before answering it, as a node
+    /// without certificates does on a TLS hello.
+    ClosedInTlsHandshake,
     /// The named step did not finish in time.
     Deadline(&'static str),
 }
@@ -111,6 +114,7 @@ impl fmt::Display for TransportError {
             Self::TlsPeer => {
                 write!(f, "the peer opened a TLS session, but this node has no certificates (socket.ssl is off)")
             }
+            Self::ClosedInTlsHandshake => write!(f, "TLS: the peer closed the connection during the TLS handshake"),
             Self::Deadline(what) => write!(f, "{what} not finished in time"),
         }
     }

@@ -522,12 +522,14 @@ fn read_loop(
     shared: &Shared,
     deliver: &Deliver,
 ) -> Result<(), TransportError> {
-    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
-    let peer = tcp.peer_addr().ok();
-    if let Some(peer) = peer.filter(|peer| !shared.allowlist.allows(peer.ip().to_canonical())) {
+    let peer = tcp.peer_addr()?;
+    if !shared.allowlist.allows(peer.ip().to_canonical()) {
         shared.refusals.not_allowed(peer);
         return Ok(());
     }
+    let peer = Some(peer);
+    // After the allowlist, which may take the server a while.
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
     tcp.set_nodelay(true)?;
     let mut stream = secure(shared.tls.as_deref(), Side::Acceptor, tcp, deadline)?;
     let theirs = read_hello(&mut stream, &shared.hello, deadline)?;

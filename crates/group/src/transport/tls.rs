@@ -432,20 +432,25 @@ pub fn secure(tls: Option<&Tls>, side: Side, tcp: TcpStream, deadline: Instant) 
 }
 
 /// The dialer's side of connection `tcp`: TLS when the node has certificates. With
-/// `socket.dynamic`, a peer that refuses TLS (a node without certificates closes on a TLS
-/// hello) is dialed again in the clear (`reconnect`); if that fails too, the TLS attempt's
-/// error is the one reported.
+/// `socket.dynamic`, a peer that closes on our TLS hello (a node without certificates does)
+/// is dialed again in the clear (`reconnect`); if that fails too, the TLS attempt's error is
+/// the one reported. Any other TLS failure (a certificate the CA refuses, a deadline) is
+/// final: a TLS peer is never talked to in the clear.
 pub fn dial(
     tls: Option<&Tls>,
     tcp: TcpStream,
     reconnect: impl FnOnce() -> io::Result<TcpStream>,
     deadline: Instant,
 ) -> Result<Stream, TransportError> {
+    let peer = tcp.peer_addr().map_or_else(|_| "a peer".to_string(), |p| p.to_string());
     match secure(tls, Side::Dialer, tcp, deadline) {
-        Err(refused) if tls.is_some_and(Tls::dynamic) => reconnect()
-            .map_err(TransportError::from)
-            .and_then(|tcp| secure(None, Side::Dialer, tcp, deadline))
-            .map_err(|_| refused),
+        Err(refused @ TransportError::ClosedInTlsHandshake) if tls.is_some_and(Tls::dynamic) => {
+            log::info!("{peer} closed on our TLS hello: dialing it again in the clear (socket.dynamic)");
+            reconnect()
+                .map_err(TransportError::from)
+                .and_then(|tcp| secure(None, Side::Dialer, tcp, deadline))
+                .map_err(|_| refused)
+        }
         opened => opened,
     }
 }
@@ -485,8 +490,8 @@ where
             return Err(match e {
                 e if is_timeout(&e) => TransportError::Deadline("TLS handshake"),
                 e if e.kind() == io::ErrorKind::InvalidData => TransportError::Tls(e.to_string()),
-                e if e.kind() == io::ErrorKind::UnexpectedEof => {
-                    TransportError::Tls("the peer closed the connection during the TLS handshake".into())
+                e if matches!(e.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset) => {
+                    TransportError::ClosedInTlsHandshake
                 }
                 e => TransportError::Io(e),
             });

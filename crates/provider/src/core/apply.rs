@@ -829,6 +829,7 @@ impl<W: Clone + PartialEq> Core<W> {
         c.has_state = true;
         c.snapshot_at = Some(position.seqno);
         self.position = position;
+        self.forked = false;
         self.restart_windows(position.seqno);
         self.save_state(Gtid::new(position.uuid, SEQNO_UNDEFINED));
         self.set_phase(Phase::Joined);

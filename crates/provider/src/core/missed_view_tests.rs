@@ -42,7 +42,7 @@ fn a_view_without_this_node_replayed_from_its_log_or_after_it_left_is_not_shown(
     let (mut core, generation) = test_synced_with_other(test_settings());
     core.on_delivered(generation, 2, view(2, &[OTHER]), delivered(true));
     assert!(core.next_task(generation, &0).is_none(), "replayed");
-    assert!(core.close("leaving"));
+    assert!(core.begin_leave().is_some());
     core.on_delivered(generation, 3, view(3, &[OTHER]), delivered(false));
     assert!(!matches!(core.next_task(generation, &0), Some(Task::Run(Event::Excluded { .. }))), "after it left");
 }

@@ -602,6 +602,10 @@ pub struct Core<W> {
     /// This node's data is not the group's (an apply failure the vote went against, a gap in
     /// the order): every later save of its position says so, until a full transfer.
     inconsistent: bool,
+    /// This node's history forked from the group's (`history_forked`): every save of its
+    /// position is undefined until a full transfer is installed, so that a restart before
+    /// it does not take the server's own position for a place in the group's history.
+    forked: bool,
     /// Threads inside `recv`: the last one never leaves on `exit_loop`.
     receivers: usize,
     next_handle: u64,
@@ -678,6 +682,7 @@ impl<W: Clone + PartialEq> Core<W> {
             failures: BTreeMap::new(),
             decided_votes: BTreeSet::new(),
             inconsistent: false,
+            forked: false,
             synced_before_loss: false,
             synced_since: None,
             server_view: None,
@@ -910,7 +915,7 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     fn save_state(&mut self, position: Gtid) {
-        let position = if self.inconsistent { Gtid::UNDEFINED } else { position };
+        let position = if self.inconsistent || self.forked { Gtid::UNDEFINED } else { position };
         self.save_version += 1;
         let state = SavedState { position, safe_to_bootstrap: self.safe_to_bootstrap };
         self.effects.save = Some((self.save_version, state));

@@ -374,9 +374,10 @@ impl<W: Clone + PartialEq> Core<W> {
     /// The group member started over because its history forked from the group's
     /// (docs/design/group-forked-history.md): before the first delivery tells the history,
     /// our position stops counting as a place in it, whatever its seqno, so the state
-    /// transfer is a full one.
+    /// transfer is a full one. The saved state says so at once, and until that transfer is
+    /// installed: a restart in between must not trust the server's own position either.
     pub fn history_forked(&mut self) {
-        if self.phase != Phase::Opening || self.position.seqno < 0 {
+        if self.phase != Phase::Opening || self.forked {
             return;
         }
         log::info!(
@@ -384,7 +385,9 @@ impl<W: Clone + PartialEq> Core<W> {
              state transfer",
             self.position
         );
-        self.position = Gtid::new(self.position.uuid, crate::types::SEQNO_UNDEFINED);
+        self.forked = true;
+        self.position = Gtid::UNDEFINED;
+        self.save_state(Gtid::UNDEFINED);
     }
 
     /// The first delivery tells which history the group is in and whether what we hold

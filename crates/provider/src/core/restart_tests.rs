@@ -191,3 +191,28 @@ fn a_node_ahead_of_the_group_in_the_same_history_is_refused_rather_than_merged()
     let (level, _) = restarted_at(Gtid::new(HISTORY, 3), &[ME, OTHER]);
     assert!(!level.is_failed());
 }
+
+/// A node whose group member started over because its history forked from the group's
+/// (docs/design/group-forked-history.md) asks for a full transfer whatever its position, and
+/// its saved state stays undefined until that transfer is installed.
+#[test]
+fn a_forked_history_asks_for_a_full_transfer_and_saves_no_position_until_it_is_installed() {
+    let mut core = Core::new(test_settings(), Gtid::new(HISTORY, 5), false);
+    let generation = connect(&mut core);
+    core.history_forked();
+    let (_, saved) = core.take_effects().save.expect("saved at once");
+    assert_eq!(saved.position, Gtid::UNDEFINED);
+    let live = DeliveryContext { history: HISTORY, replayed: false };
+    core.on_delivered(generation, 7, view(7, &[OTHER, ME]), live);
+    match core.begin_state_request(generation, 9) {
+        RequestStart::Send(request) => {
+            assert_eq!(request.position, Gtid::UNDEFINED);
+            assert!(!request.has_state);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A save meanwhile (a view changing whether this node may bootstrap) stays undefined.
+    core.on_delivered(generation, 8, view(8, &[ME]), live);
+    let (_, saved) = core.take_effects().save.expect("alone now: safe to bootstrap, saved");
+    assert_eq!(saved.position, Gtid::UNDEFINED);
+}

@@ -28,8 +28,9 @@ impl Invariant for ViewsOnlyMissed {
                 self.skipped.push((member, from, d.seqno));
             }
             DeliveredKind::View(_) | DeliveredKind::Writeset { .. } => {
+                // A writeset delivered there by anyone counts, whoever came first.
                 let view = matches!(d.kind, DeliveredKind::View(_));
-                self.numbered.entry(d.seqno).or_insert(view);
+                self.numbered.entry(d.seqno).and_modify(|v| *v &= view).or_insert(view);
             }
             DeliveredKind::StateGap | DeliveredKind::Message { .. } => {}
         }
