@@ -70,7 +70,7 @@ pub enum Payload {
     View(lockstep_group::View),
     /// The group no longer holds seqnos up to this delivery's.
     Gap,
-    /// Nor these, but they were views only: no writeset or message among them.
+    /// Nor these, but they held no writeset: views, and messages that are lost with them.
     ViewsMissed,
     /// Ordered everywhere alike, so skipped everywhere alike.
     Undecodable {
