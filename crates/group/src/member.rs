@@ -180,14 +180,12 @@ pub struct Member<S: LogStore> {
     seed_addresses_untried: usize,
     probed_seeds: BTreeSet<MemberId>,
     seeds_settle_by_ms: u64,
-    /// A member of a later bootstrap spoke to us before we were confirmed: our cache is to be
-    /// discarded and we join that cluster as a new member (the driver does it).
-    later_bootstrap: Option<MemberId>,
-    /// A member of our own bootstrap, primary without us, answered our probe while our
-    /// restarted cache was unconfirmed and made us primary alone: the two histories forked
-    /// (docs/design/group-forked-history.md). We start over as its new member, as for a
-    /// later bootstrap.
-    forked_from: Option<MemberId>,
+    /// Our cache is to be discarded and we join as a new member (the driver does it): a
+    /// member of a later bootstrap spoke to us before we were confirmed, or one of our own
+    /// bootstrap, primary without us, answered our probe while our restarted cache was
+    /// unconfirmed and made us primary alone, so the two histories forked
+    /// (docs/design/group-forked-history.md). A later bootstrap's word wins.
+    start_over: Option<StartOver>,
     /// This member started over because its cache's history forked from the group's: its
     /// application's state is not the group's past the fork (`Status::history_forked`).
     history_forked: bool,
@@ -376,8 +374,7 @@ impl<S: LogStore> Member<S> {
             seed_addresses_untried: 0,
             probed_seeds: BTreeSet::new(),
             seeds_settle_by_ms: 0,
-            later_bootstrap: None,
-            forked_from: None,
+            start_over: None,
             history_forked: false,
             next_join_ms: now_ms,
             pre_vote: None,
@@ -603,7 +600,7 @@ impl<S: LogStore> Member<S> {
         if matches!(message.body, Body::ProbeAnswer { primary_without_you: true })
             && self.may_have_forked(message.group)
         {
-            self.forked_from = Some(from);
+            self.start_over.get_or_insert(StartOver::Forked(from));
             return;
         }
         if !self.same_bootstrap(from, message.group) {
@@ -1224,11 +1221,7 @@ impl<S: LogStore> Member<S> {
     /// over as a new member ([`Member::join`]) with an emptied cache, these seeds, and what we
     /// knew of the members.
     pub fn start_over(&self) -> Option<(StartOver, Vec<MemberId>)> {
-        let why = match (self.later_bootstrap, self.forked_from) {
-            (Some(later), _) => StartOver::LaterBootstrap(later),
-            (None, Some(primary)) => StartOver::Forked(primary),
-            (None, None) => return None,
-        };
+        let why = self.start_over?;
         let mut seeds: BTreeSet<MemberId> = self.seeds.clone();
         seeds.extend(self.applied.directory.keys().copied());
         seeds.insert(why.member());
@@ -1958,7 +1951,7 @@ impl<S: LogStore> Member<S> {
         if theirs > ours && !self.confirmed {
             // Restarted into a cluster that was bootstrapped again meanwhile (Galera: a node
             // rejoining after `--wsrep-new-cluster` elsewhere): our old log means nothing there.
-            self.later_bootstrap = Some(from);
+            self.start_over = Some(StartOver::LaterBootstrap(from));
             return false;
         }
         if theirs > ours {
