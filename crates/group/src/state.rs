@@ -415,7 +415,7 @@ impl AppliedState {
             directory.insert(info.id, DirectoryEntry { info, wants_in });
         }
         let group = if r.at_end() { 0 } else { r.u64()? };
-        // Written before it existed: every skip counts as one past a change.
+        // Written before it existed: every skip counts as one past a writeset.
         let last_writeset_index = if r.at_end() { position.index } else { r.u64()? };
         let forks = if r.at_end() {
             Vec::new()

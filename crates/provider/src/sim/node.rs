@@ -933,7 +933,7 @@ impl Node {
                     Applier::Handshake { view, resend_at_ms: env.now_ms, sent: false }
                 }
             }
-            Event::View { ref view, .. } => {
+            Event::View { ref view, .. } | Event::Excluded { ref view } => {
                 let seqno = view.state_id.seqno;
                 Applier::Turn { event, after: seqno - 1, seqno }
             }
@@ -943,10 +943,6 @@ impl Node {
                 Applier::Turn { event, after, seqno: after }
             }
             Event::Skipped { seqno } => Applier::Turn { event, after: seqno - 1, seqno },
-            Event::Excluded { ref view } => {
-                let seqno = view.state_id.seqno;
-                Applier::Turn { event, after: seqno - 1, seqno }
-            }
             Event::Synced { after } => Applier::Turn { event, after, seqno: after },
             Event::NonPrimary { .. } => Applier::Idle,
             Event::Final { .. } => {
