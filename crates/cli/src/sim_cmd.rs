@@ -96,29 +96,31 @@ fn fail(layer: &str, violation: impl std::fmt::Display, seed: u64) -> ! {
 
 fn run_group(seeds: RangeInclusive<u64>, one: bool, trace: bool) {
     let started = Instant::now();
-    let (mut runs, mut acked, mut messages, mut crashes, mut partitions, mut gaps, mut views_missed, mut leaders) =
-        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut outcomes = Vec::new();
     for seed in seeds {
         match group_sim::run_seed(seed, trace) {
             Ok(outcome) => {
-                runs += 1;
-                acked += outcome.acked;
-                messages += outcome.messages_acked;
-                crashes += outcome.crashes;
-                partitions += outcome.partitions;
-                gaps += outcome.state_gaps;
-                views_missed += outcome.views_missed;
-                leaders += outcome.leader_changes;
                 if one {
                     println!("{outcome:?}");
                 }
+                outcomes.push(outcome);
             }
             Err(violation) => fail("group", &violation, violation.seed),
         }
     }
+    let sum = |figure: fn(&group_sim::Outcome) -> u64| outcomes.iter().map(figure).sum::<u64>();
     println!(
-        "group layer: {runs} seeds passed in {:.1} s: {acked} writesets and {messages} messages acknowledged, {crashes} crashes, {partitions} partitions, {gaps} state gaps, {views_missed} skips of views only, {leaders} leader changes",
-        started.elapsed().as_secs_f64()
+        "group layer: {} seeds passed in {:.1} s: {} writesets and {} messages acknowledged, {} crashes, {} partitions, {} components forced, {} state gaps, {} skips of views only, {} leader changes",
+        outcomes.len(),
+        started.elapsed().as_secs_f64(),
+        sum(|o| o.acked),
+        sum(|o| o.messages_acked),
+        sum(|o| o.crashes),
+        sum(|o| o.partitions),
+        sum(|o| o.forced),
+        sum(|o| o.state_gaps),
+        sum(|o| o.views_missed),
+        sum(|o| o.leader_changes),
     );
 }
 

@@ -52,6 +52,7 @@
 //!         DeliveredKind::View(view) => { /* view.members, at event.seqno */ }
 //!         DeliveredKind::StateGap => { /* state transfer needed up to event.seqno */ }
 //!         DeliveredKind::ViewsMissed => { /* views only up to event.seqno: nothing to apply */ }
+//!         DeliveredKind::HistoryForked => { /* another history applied here: full transfer */ }
 //!     }
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -12,8 +12,9 @@ use crate::message::{Body, Message, Relay, RelayPart, RELAY_REFERENCED_LIMIT_BYT
 use crate::parts::{Assembly, Next, Upload};
 use crate::raft::{Action, Consensus, EntryKind, Membership, Position, RaftMessage, Role};
 use crate::rng::Rng;
-use crate::state::{Applied, AppliedState, Op, Part};
+use crate::state::{Applied, AppliedState, ForcedBoundary, Op, Part};
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError, View};
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 
@@ -163,6 +164,12 @@ pub struct Member<S: LogStore> {
     /// which call they answer (`Body::Raft::call`).
     calls_heard: BTreeMap<MemberId, u64>,
     queue_lengths: BTreeMap<MemberId, u32>,
+    /// The last seqno each member said it applied (`Message::applied`).
+    applied_by: BTreeMap<MemberId, Seqno>,
+    /// `pc.bootstrap` handed to a member that applied more: until when we ask again while no
+    /// primary component comes of it (the request may be lost with its connection), and when
+    /// next.
+    forcing: Option<(u64, u64)>,
     /// Members to send join requests to besides the directory (the cluster address).
     seeds: BTreeSet<MemberId>,
     /// Our bootstrap id as the cache names it, before the log's genesis is applied again.
@@ -367,6 +374,8 @@ impl<S: LogStore> Member<S> {
             sent_upto: BTreeMap::new(),
             calls_heard: BTreeMap::new(),
             queue_lengths: BTreeMap::new(),
+            applied_by: BTreeMap::new(),
+            forcing: None,
             seeds: BTreeSet::new(),
             cached_group: 0,
             other_bootstrap_peers: BTreeSet::new(),
@@ -564,6 +573,13 @@ impl<S: LogStore> Member<S> {
         }
         self.resend_lost_end();
         self.ask_reads_again();
+        if let Some((until, next)) = self.forcing {
+            if self.is_primary() || now > until {
+                self.forcing = None;
+            } else if now >= next {
+                self.bootstrap_primary();
+            }
+        }
         if self.raft.role() == Role::Leader {
             self.lead_membership();
             self.hand_over_lead();
@@ -611,6 +627,7 @@ impl<S: LogStore> Member<S> {
             // Only members we know of take room in these tables.
             self.last_heard_ms.insert(from, self.now_ms);
             self.queue_lengths.insert(from, message.recv_queue);
+            self.applied_by.insert(from, message.applied);
         }
         match message.body {
             Body::Raft { message: raft, payloads, call } => {
@@ -621,6 +638,14 @@ impl<S: LogStore> Member<S> {
                         self.info.id,
                         raft.from()
                     );
+                    return;
+                }
+                // A leader or candidate whose history lacks a fork ours went through is of the
+                // component ours was forced apart from: its log is not ours to follow (it
+                // would conflict with our forced boundary), nor its campaign ours to join.
+                // Its replies still count: it may be catching up from us.
+                let behind_a_fork = (message.forks as usize) < self.applied.forks.len();
+                if behind_a_fork && (raft.is_append_call() || raft.is_vote_request()) {
                     return;
                 }
                 self.receive_raft(from, raft, payloads, call, message.leader_primary);
@@ -693,6 +718,10 @@ impl<S: LogStore> Member<S> {
             Body::Removed => self.removed = self.leaving,
             // The envelope told what they say (`same_bootstrap`).
             Body::Probe { .. } | Body::ProbeAnswer { .. } | Body::Stale => {}
+            // From a member we know, even one our configuration left out: it was told
+            // `pc.bootstrap` and we applied more.
+            Body::ForcePrimary if self.is_known(from) => self.bootstrap_primary(),
+            Body::ForcePrimary => {}
             Body::Campaign { heir } => self.receive_campaign(from, heir),
             Body::Snapshot(state) => self.install_snapshot(from, state),
             Body::Relay(relay) => self.receive_relay(Message { body: Body::Relay(relay), ..message }),
@@ -1229,6 +1258,11 @@ impl<S: LogStore> Member<S> {
         Some((why, seeds.into_iter().collect()))
     }
 
+    /// The boundaries of the components forced along our history (`AppliedState::forks`).
+    pub fn forks(&self) -> &[ForcedBoundary] {
+        &self.applied.forks
+    }
+
     /// A member that started over because its history forked (`start_over`) says so.
     pub fn set_history_forked(&mut self) {
         self.history_forked = true;
@@ -1605,7 +1639,37 @@ impl<S: LogStore> Member<S> {
         }
     }
 
+    /// `pc.bootstrap=1`: the members in contact become the primary component, from the
+    /// state of the one that applied most. Galera's members of a non-primary component
+    /// delivered the same messages; ours may have applied different lengths of the order
+    /// before they lost the majority, and forcing from a member behind another would drop
+    /// what that one applied, acknowledged commits among it, and stop its server. So a member
+    /// behind one in contact hands the forcing to it (`Body::ForcePrimary`); what each applied
+    /// only grows, so the hand-overs end (docs/design/group-forced-primary.md).
     pub fn bootstrap_primary(&mut self) {
+        if self.is_primary() {
+            self.forcing = None;
+            return;
+        }
+        let contact = self.members_in_contact();
+        let ahead = (self.applied_by.iter())
+            .filter(|(id, &seqno)| {
+                contact.contains(id) && self.applied.view.contains(**id) && seqno > self.applied.seqno
+            })
+            .max_by_key(|(id, &seqno)| (seqno, Reverse(**id)));
+        if let Some((&ahead, &seqno)) = ahead {
+            log::info!(
+                "{}: pc.bootstrap: {ahead} applied the order up to seqno {seqno}, this member up to {}: {ahead} forms \
+                 the primary component from its state",
+                self.info.id,
+                self.applied.seqno
+            );
+            self.send(ahead, Body::ForcePrimary);
+            let until = self.forcing.map_or(self.now_ms + self.config.suspect_timeout_ms, |(until, _)| until);
+            self.forcing = Some((until, self.now_ms + self.config.heartbeat_interval_ms));
+            return;
+        }
+        self.forcing = None;
         if let Err(e) = self.force_primary() {
             self.failed = Some(format!("cannot make a primary component without a quorum: {e}"));
         }
@@ -1617,7 +1681,11 @@ impl<S: LogStore> Member<S> {
     /// starts over from our applied state with the new membership, under a new term; a view
     /// of the new membership is delivered. See docs/design/group-forced-primary.md.
     fn force_primary(&mut self) -> io::Result<()> {
-        if self.is_primary() || !self.applied.view.contains(self.info.id) {
+        // Forced already with these members, and its election under way: a request repeated
+        // meanwhile (a member handing `pc.bootstrap` over asks again) must not start it over.
+        let just_forced = self.applied.forks.last().is_some_and(|f| f.position == self.applied.position)
+            && self.applied.membership.voters == self.members_in_contact();
+        if self.is_primary() || !self.applied.view.contains(self.info.id) || just_forced {
             return Ok(());
         }
         let now = self.now_ms;
@@ -1655,7 +1723,7 @@ impl<S: LogStore> Member<S> {
         // match it there, so it gets this state (and its numbering) by snapshot rather than
         // appending our entries to its own numbering.
         self.applied.position.term = hard.term;
-        self.applied.forks.push(self.applied.position);
+        self.applied.forks.push(ForcedBoundary { position: self.applied.position, seqno: self.applied.seqno });
         self.store.purge(self.applied.clone())?;
         self.checkpoints.clear();
         self.store.save_hard_state(hard)?;
@@ -1997,6 +2065,8 @@ impl<S: LogStore> Member<S> {
             group: self.group(),
             term: self.raft.term(),
             recv_queue: self.own_queue_len(),
+            applied: self.applied.seqno,
+            forks: u32::try_from(self.applied.forks.len()).unwrap_or(u32::MAX),
             leader_primary: is_leader && self.leads_primary(),
             queue_table,
             body,
@@ -2251,17 +2321,28 @@ impl<S: LogStore> Member<S> {
             self.failed = Some(e.to_string());
             return;
         }
+        // Past a fork that one of us went through and the other did not, the same seqnos are
+        // different events: if our application got that far (counting what it applied before
+        // a restart), its data is not on the snapshot's history, however its seqno reads. A
+        // member of the majority a forced component left, restarted, applied the events its
+        // side ordered after the boundary (found by the simulator's forced components).
+        let reached = self.resume_after.max(self.applied.seqno);
+        let common = state.forks.iter().zip(&self.applied.forks).take_while(|(a, b)| a == b).count();
+        let diverged =
+            (state.forks[common..].iter().chain(&self.applied.forks[common..])).find(|f| f.seqno <= reached).copied();
         // A forced component's boundary is the state we both applied plus its view: with
         // nothing else skipped, that view is all we missed (Galera: the partition heals with
         // an IST of what followed, not a full transfer).
-        let only_the_forced_view = forced_elsewhere
+        let only_the_forced_view = diverged.is_none()
+            && forced_elsewhere
             && state.position.index == self.applied.position.index
             && state.seqno == self.applied.seqno + 1;
         // Ahead of us on our own history (every component forced along ours is along its too),
         // with no writeset after what we applied: we missed views and messages only, as a
         // member cut off while the others' component was forced does (mtr
         // galera_3nodes.galera_pc_bootstrap). Its current view is what we need.
-        let views_only = !forced_elsewhere
+        let views_only = diverged.is_none()
+            && !forced_elsewhere
             && state.history == self.applied.history
             && state.forks.starts_with(&self.applied.forks)
             && state.seqno > self.applied.seqno
@@ -2279,6 +2360,13 @@ impl<S: LogStore> Member<S> {
                 "{}: joining the primary component {from} formed without us at seqno {}",
                 self.info.id,
                 state.seqno
+            );
+        } else if let Some(fork) = diverged {
+            // A Note: the component was forced on an operator's word.
+            log::info!(
+                "{}: this member's order went up to seqno {reached}, but {from}'s history forked from it after seqno                  {} (a component forced without a quorum): its application takes a full state transfer",
+                self.info.id,
+                fork.seqno.saturating_sub(1)
             );
         } else {
             // A Note: a member that was away longer than the leader's cache holds catches up
@@ -2314,6 +2402,11 @@ impl<S: LogStore> Member<S> {
         if only_the_forced_view || views_only {
             let bytes = view.encode();
             self.queue_delivery(index, Delivered { seqno, kind: DeliveredKind::View(view), bytes });
+        } else if diverged.is_some() {
+            // What follows is delivered after the snapshot's seqno, whatever was applied.
+            self.resume_after = self.resume_after.min(seqno);
+            let forked = Delivered { seqno, kind: DeliveredKind::HistoryForked, bytes: Vec::new() };
+            self.queue_delivery(index, forked);
         } else if seqno >= self.resume_after {
             // Skipped: numbered events up to `seqno` and maybe messages after it (a boundary
             // may fall among them), so the gap may repeat the last seqno delivered. Below
@@ -2935,6 +3028,8 @@ mod tests {
             group: leader.group(),
             term: leader.status().term,
             recv_queue: 0,
+            applied: 0,
+            forks: 0,
             leader_primary: false,
             queue_table: vec![],
             body,
@@ -2970,6 +3065,8 @@ mod tests {
             group,
             term,
             recv_queue: 0,
+            applied: 0,
+            forks: 0,
             leader_primary: false,
             queue_table: vec![],
             body: Body::Forward { request, data: b"ws".to_vec() },

@@ -1,5 +1,5 @@
-//! Messages between members: one envelope (sender, its receive-queue length, the leader's
-//! primary flag and queue table) around a body. Encoded as a `record::RecordKind::Message`.
+//! Messages between members: one envelope (sender, its receive-queue length and applied
+//! seqno, the leader's primary flag and queue table) around a body. Encoded as a `record::RecordKind::Message`.
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::raft::{Position, RaftMessage};
@@ -17,6 +17,12 @@ pub struct Message {
     pub term: u64,
     /// Sender's deliveries not yet taken by its application (flow control input).
     pub recv_queue: u32,
+    /// The last seqno the sender applied: a member told to force a primary component hands
+    /// that to the member in contact that applied most (`Member::bootstrap_primary`).
+    pub applied: u64,
+    /// How many components were forced along the sender's history (`AppliedState::forks`):
+    /// a member ignores the Raft calls of one whose history lacks a fork its own went through.
+    pub forks: u32,
     /// Set by a leader in contact with a quorum: receivers are then primary.
     pub leader_primary: bool,
     /// From a leader: every member's receive-queue length as it last heard.
@@ -145,6 +151,9 @@ pub enum Body {
     /// Answer to a message of an earlier bootstrap of this cluster: the receiver's state is
     /// from before ours (the envelope says which bootstrap we belong to).
     Stale,
+    /// `pc.bootstrap=1` was set on the sender, and the receiver applied more of the order:
+    /// the receiver forms the primary component from its state, as the sender would have.
+    ForcePrimary,
     /// A follower asks the leader for its commit index (a causal read's point).
     ReadIndex {
         request: u64,
@@ -187,6 +196,7 @@ const BODY_CAMPAIGN: u8 = 18;
 const BODY_RELAY: u8 = 19;
 const BODY_RELAYED: u8 = 20;
 const BODY_PROBE_ANSWER: u8 = 21;
+const BODY_FORCE_PRIMARY: u8 = 22;
 
 /// Only Raft messages travel through a relay (and never a relay inside a relay).
 fn relayable(message: Message) -> Result<Message, DecodeError> {
@@ -223,6 +233,8 @@ impl Message {
             .u64(self.group)
             .u64(self.term)
             .u32(self.recv_queue)
+            .u64(self.applied)
+            .u32(self.forks)
             .bool(self.leader_primary)
             .len(self.queue_table.len());
         for (id, len) in &self.queue_table {
@@ -292,6 +304,9 @@ impl Message {
             Body::Stale => {
                 w.u8(BODY_STALE);
             }
+            Body::ForcePrimary => {
+                w.u8(BODY_FORCE_PRIMARY);
+            }
             Body::Campaign { heir } => {
                 w.u8(BODY_CAMPAIGN).u64(heir.0);
             }
@@ -322,6 +337,8 @@ impl Message {
         let group = r.u64()?;
         let term = r.u64()?;
         let recv_queue = r.u32()?;
+        let applied = r.u64()?;
+        let forks = r.u32()?;
         let leader_primary = r.bool()?;
         let n = r.len(12)?;
         let queue_table =
@@ -358,6 +375,7 @@ impl Message {
             BODY_PROBE => Body::Probe { address: r.str()? },
             BODY_PROBE_ANSWER => Body::ProbeAnswer { primary_without_you: r.bool()? },
             BODY_STALE => Body::Stale,
+            BODY_FORCE_PRIMARY => Body::ForcePrimary,
             BODY_CAMPAIGN => Body::Campaign { heir: MemberId::decode(&mut r)? },
             BODY_RELAY => {
                 let pool: Vec<Vec<u8>> = (0..r.len(4)?).map(|_| r.bytes()).collect::<Result<_, _>>()?;
@@ -388,7 +406,7 @@ impl Message {
             _ => return Err(DecodeError("unknown message body")),
         };
         r.finish()?;
-        Ok(Self { from, group, term, recv_queue, leader_primary, queue_table, body })
+        Ok(Self { from, group, term, recv_queue, applied, forks, leader_primary, queue_table, body })
     }
 }
 
@@ -445,7 +463,17 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn envelope(from: MemberId, body: Body) -> Message {
-        Message { from, group: 0, term: 1, recv_queue: 0, leader_primary: false, queue_table: Vec::new(), body }
+        Message {
+            from,
+            group: 0,
+            term: 1,
+            recv_queue: 0,
+            applied: 0,
+            forks: 0,
+            leader_primary: false,
+            queue_table: Vec::new(),
+            body,
+        }
     }
 
     fn relay(pool: Vec<Vec<u8>>, parts: Vec<Vec<u32>>) -> Message {

@@ -208,6 +208,15 @@ pub enum Applied {
     },
 }
 
+/// Where a component forced without a quorum started its own order (`force_primary`): its
+/// boundary, and the seqno of its forced view, the first event that side holds and the
+/// side it left does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForcedBoundary {
+    pub position: Position,
+    pub seqno: Seqno,
+}
+
 /// Group state after applying the log up to `position`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AppliedState {
@@ -224,7 +233,7 @@ pub struct AppliedState {
     /// The boundaries of the components forced without a quorum along this history
     /// (`force_primary`), oldest first: two states are on one history only if one's list
     /// starts with the other's (docs/design/group-views-only-gap.md).
-    pub forks: Vec<Position>,
+    pub forks: Vec<ForcedBoundary>,
     pub view: View,
     pub directory: BTreeMap<MemberId, DirectoryEntry>,
     /// Writesets being ordered in parts, by origin (one at a time per member). Not
@@ -394,7 +403,11 @@ impl AppliedState {
         }
         w.u64(self.group).u64(self.last_writeset_index).len(self.forks.len());
         for fork in &self.forks {
-            fork.encode(w);
+            fork.position.encode(w);
+        }
+        // After the positions: states written before the seqnos were kept end there.
+        for fork in &self.forks {
+            w.u64(fork.seqno);
         }
     }
 
@@ -417,11 +430,16 @@ impl AppliedState {
         let group = if r.at_end() { 0 } else { r.u64()? };
         // Written before it existed: every skip counts as one past a writeset.
         let last_writeset_index = if r.at_end() { position.index } else { r.u64()? };
-        let forks = if r.at_end() {
+        let positions = if r.at_end() {
             Vec::new()
         } else {
-            (0..r.len(16)?).map(|_| Position::decode(r)).collect::<Result<_, _>>()?
+            (0..r.len(16)?).map(|_| Position::decode(r)).collect::<Result<Vec<_>, _>>()?
         };
+        // Unknown: 0, before anything an application applied, so any skip past it is a gap.
+        let seqnos_kept = !r.at_end();
+        let forks = (positions.into_iter())
+            .map(|position| Ok(ForcedBoundary { position, seqno: if seqnos_kept { r.u64()? } else { 0 } }))
+            .collect::<Result<_, DecodeError>>()?;
         let uploads = BTreeMap::new();
         Ok(Self { position, membership, history, group, seqno, last_writeset_index, forks, view, directory, uploads })
     }

@@ -184,6 +184,12 @@ pub enum DeliveredKind {
     /// no state transfer: the view that follows is the group's current one
     /// (docs/design/group-views-only-gap.md).
     ViewsMissed,
+    /// This member's application applied past a fork of the order on the side the group's
+    /// history left (a component forced without a quorum,
+    /// docs/design/group-forced-primary.md): its state is not the group's however its seqno
+    /// reads, and it needs a full state transfer. The group's order goes on after this seqno,
+    /// which may lie below what the application applied.
+    HistoryForked,
 }
 
 /// One event of the total order.

@@ -103,6 +103,7 @@ fn deliveries_until(node: &GroupNode, last: Seqno) -> Vec<(Seqno, &'static str, 
             DeliveredKind::View(_) => "view",
             DeliveredKind::StateGap => "gap",
             DeliveredKind::ViewsMissed => "views missed",
+            DeliveredKind::HistoryForked => "history forked",
         };
         out.push((d.seqno, kind, d.bytes));
     }

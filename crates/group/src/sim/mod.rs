@@ -6,14 +6,16 @@
 //! A run has a chaos phase (faults on) and a heal phase (faults off, everyone restarted);
 //! the checkers in [`invariants`] watch every delivery and judge the end state.
 
+mod fork;
 pub mod invariants;
 
 use crate::cache::{LogStore, MemoryStore};
 use crate::config::GroupConfig;
-use crate::member::{Member, Status};
+use crate::member::{Member, StartOver, Status};
 use crate::message::Message;
 use crate::record::{self, RecordKind};
 use crate::rng::Rng;
+use crate::state::ForcedBoundary;
 use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError};
 use invariants::{hash_bytes, EndState, Invariant};
 use std::cmp::Reverse;
@@ -68,13 +70,17 @@ pub struct Scenario {
     /// Some runs send most writesets from one member, another every 10 s, so the lead
     /// follows the writes from member to member.
     pub hot_writer: bool,
+    /// Some runs have an operator force the survivors of their first majority power cut into
+    /// a primary component (`pc.bootstrap=1` on one of them) once they are not primary, and
+    /// bring the others back later: the order forks (see `fork`).
+    pub force_after_majority_crash: bool,
 }
 
 impl Scenario {
     pub fn from_seed(seed: u64) -> Self {
         let mut rng = Rng::new(seed ^ 0x5343_454e_4152_494f);
         let members = if rng.chance(500_000) { 3 } else { 5 };
-        Self {
+        let mut scenario = Self {
             members,
             chaos_ms: 30_000,
             heal_ms: 40_000,
@@ -104,7 +110,13 @@ impl Scenario {
                 Vec::new()
             },
             hot_writer: rng.chance(400_000),
+            force_after_majority_crash: rng.chance(300_000),
+        };
+        if scenario.force_after_majority_crash {
+            // Often enough that the operator gets to force.
+            scenario.majority_crash_per_million = scenario.majority_crash_per_million.max(300);
         }
+        scenario
     }
 }
 
@@ -140,6 +152,8 @@ pub struct Outcome {
     pub state_gaps: u64,
     /// Members that caught up by snapshot past views only (`DeliveredKind::ViewsMissed`).
     pub views_missed: u64,
+    /// Components forced by the operator (`pc.bootstrap`) after a majority was lost.
+    pub forced: u64,
     /// Unnumbered messages acknowledged to their senders.
     pub messages_acked: u64,
     /// Times the member leading in the highest term changed (sampled every 100 ms):
@@ -206,6 +220,12 @@ pub struct Sim {
     trace: bool,
     /// The member leading in the highest term at the last sample (`note_leader`).
     leader: Option<MemberId>,
+    /// The order forked by a forced component, and who is not yet on its side...
+    fork: Option<fork::Fork>,
+    /// ...and every forced boundary seen.
+    known_forks: Vec<ForcedBoundary>,
+    /// When the operator forces the survivors of a majority power cut.
+    operator_force_at: Option<u64>,
     pub stats: Outcome,
 }
 
@@ -309,10 +329,14 @@ impl Sim {
                 messages: 0,
                 state_gaps: 0,
                 views_missed: 0,
+                forced: 0,
                 messages_acked: 0,
                 leader_changes: 0,
             },
             leader: None,
+            fork: None,
+            known_forks: Vec::new(),
+            operator_force_at: None,
         }
     }
 
@@ -438,12 +462,48 @@ impl Sim {
     }
 
     /// `pc.bootstrap=1` on member `id`: the members it hears from become the primary
-    /// component.
-    pub fn bootstrap_primary(&mut self, id: MemberId) {
-        if let Some(m) = self.nodes[id.0 as usize - 1].member.as_mut() {
-            m.bootstrap_primary();
+    /// component, from the state of the one that applied most.
+    pub fn bootstrap_primary(&mut self, id: MemberId) -> Result<(), Violation> {
+        let Some(m) = self.nodes[id.0 as usize - 1].member.as_mut() else { return Ok(()) };
+        m.bootstrap_primary();
+        self.note(|| format!("{id} is told pc.bootstrap=1"));
+        self.note_forks()
+    }
+
+    /// A member that forced a component (told `pc.bootstrap`, or by `pc.ignore_sb`) holds a
+    /// boundary nobody held before: the order forks after the seqno before its forced view.
+    /// Its component's members applied no further: it is formed from the state of the one
+    /// that applied most.
+    fn note_forks(&mut self) -> Result<(), Violation> {
+        for i in 0..self.nodes.len() {
+            let Some(m) = self.nodes[i].member.as_ref() else { continue };
+            let Some(&fork) = m.forks().iter().find(|f| !self.known_forks.contains(f)) else { continue };
+            self.known_forks.push(fork);
+            let (id, boundary) = (self.nodes[i].info.id, fork.seqno - 1);
+            let component = m.status().view.members;
+            self.stats.forced += 1;
+            self.note(|| format!("{id} forced a primary component: the order forks after seqno {boundary}"));
+            self.fork = Some(fork::Fork::new(boundary, id, self.nodes.iter().map(|n| n.info.id)));
+            self.check(|c| {
+                c.on_fork(boundary);
+                Ok(())
+            })?;
+            let ahead = (component.iter().filter_map(|info| self.status(info.id)))
+                .find(|s| s.id != id && s.last_seqno > boundary);
+            if let Some(s) = ahead {
+                let detail = format!(
+                    "{id} forced a component after seqno {boundary}, and {} of it had applied up to {}",
+                    s.id, s.last_seqno
+                );
+                return Err(Violation {
+                    seed: self.seed,
+                    invariant: "a forced component keeps what its members applied",
+                    at_ms: self.now_ms,
+                    detail,
+                });
+            }
         }
-        self.note(|| format!("{id} forced a primary component (pc.bootstrap)"));
+        Ok(())
     }
 
     /// `pc.ignore_sb` of member `id` alone, set at runtime.
@@ -558,7 +618,13 @@ impl Sim {
             return Ok(());
         };
         let consumed = if self.external { 0 } else { self.nodes[i].consumed };
-        self.check(|c| c.on_restart(id, consumed))?;
+        self.nodes[i].consumed = consumed;
+        // A member that applied past a fork on the abandoned side is the checkers' again
+        // only once it is on the forced side.
+        let abandoned = self.fork.as_ref().is_some_and(|f| f.is_unsettled(id) && consumed > f.boundary);
+        if !abandoned {
+            self.check(|c| c.on_restart(id, consumed))?;
+        }
         self.nodes[i].incarnation += 1;
         // As a real node: every connection of a member is a new incarnation (a new view).
         self.nodes[i].info.incarnation = self.nodes[i].incarnation;
@@ -659,12 +725,18 @@ impl Sim {
             }
         }
         self.try_seed_addresses();
+        if self.operator_force_at.is_some_and(|at| at <= self.now_ms) {
+            self.operator_force_at = None;
+            self.force_a_survivor()?;
+        }
         for i in 0..self.nodes.len() {
             if let Some(m) = self.nodes[i].member.as_mut() {
                 m.tick(self.now_ms);
                 m.flush();
             }
+            self.start_over_if_asked(i)?;
         }
+        self.note_forks()?;
         for i in 0..self.nodes.len() {
             self.drain(i)?;
         }
@@ -678,6 +750,42 @@ impl Sim {
             }
         }
         Ok(())
+    }
+
+    /// The operator's `pc.bootstrap=1` on a running member that is not primary, if any.
+    fn force_a_survivor(&mut self) -> Result<(), Violation> {
+        let candidates: Vec<MemberId> = (self.nodes.iter())
+            .filter(|n| !n.leaving && n.member.as_ref().is_some_and(|m| !m.status().primary))
+            .map(|n| n.info.id)
+            .collect();
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        let who = candidates[self.rng.range(0, candidates.len() as u64) as usize];
+        self.bootstrap_primary(who)
+    }
+
+    /// As the node driver does (`Node::start_over_if_not_the_groups`): a member whose cache
+    /// is not the group's joins again as a new member with an emptied cache, and its
+    /// application takes the group's order afresh (a state transfer).
+    fn start_over_if_asked(&mut self, i: usize) -> Result<(), Violation> {
+        let Some((why, seeds)) = self.nodes[i].member.as_ref().and_then(|m| m.start_over()) else {
+            return Ok(());
+        };
+        let (id, info) = (self.nodes[i].info.id, self.nodes[i].info.clone());
+        let mut member = Member::join(info, self.config.clone(), MemoryStore::new(), &seeds, self.now_ms);
+        member.set_rng_seed(self.rng.next_u64());
+        if matches!(why, StartOver::Forked(_)) {
+            member.set_history_forked();
+        }
+        self.nodes[i].member = Some(member);
+        self.note(|| format!("{id} starts over as a new member: {why:?}"));
+        let consumed = std::mem::take(&mut self.nodes[i].consumed);
+        let abandoned = self.fork.as_ref().is_some_and(|f| f.is_unsettled(id) && consumed > f.boundary);
+        if abandoned {
+            return Ok(());
+        }
+        self.check(|c| c.on_restart(id, 0))
     }
 
     /// A restarted member's transport dials each seed address until a member answers there,
@@ -819,12 +927,13 @@ impl Sim {
     /// The application took delivery `d` of member `i`.
     fn consumed(&mut self, i: usize, d: &Delivered) -> Result<(), Violation> {
         let id = self.nodes[i].info.id;
-        self.nodes[i].consumed = d.seqno;
+        let last = std::mem::replace(&mut self.nodes[i].consumed, d.seqno);
         self.stats.deliveries += 1;
         let h = invariants::delivered_hash(d);
         self.history_hash = (self.history_hash ^ h ^ id.0).wrapping_mul(0x0100_0000_01b3);
         // Not the genesis' gap of a member that joins: that is no catch-up.
-        if d.kind == DeliveredKind::StateGap && d.seqno != self.genesis.base_seqno {
+        let gap = matches!(d.kind, DeliveredKind::StateGap | DeliveredKind::HistoryForked);
+        if gap && d.seqno != self.genesis.base_seqno {
             self.stats.state_gaps += 1;
             self.note(|| format!("{id} state gap up to seqno {}", d.seqno));
         }
@@ -838,7 +947,21 @@ impl Sim {
                 format!("{id} view {} at seqno {}: {ids:?}", v.view_id, d.seqno)
             });
         }
-        self.check(|c| c.on_deliver(id, d))
+        match self.fork.as_mut().map_or(fork::Verdict::Check, |f| f.judge(id, last, d)) {
+            fork::Verdict::Check => self.check(|c| c.on_deliver(id, d)),
+            fork::Verdict::Skip => Ok(()),
+            fork::Verdict::Settle { resume_after } => {
+                self.note(|| format!("{id} is on the forced side from seqno {}", d.seqno));
+                self.check(|c| c.on_restart(id, resume_after))?;
+                self.check(|c| c.on_deliver(id, d))
+            }
+            fork::Verdict::Broken(detail) => Err(Violation {
+                seed: self.seed,
+                invariant: "one history per member across a fork",
+                at_ms: self.now_ms,
+                detail,
+            }),
+        }
     }
 
     fn send(&mut self, from: usize, to: usize, message: &Message) {
@@ -878,6 +1001,18 @@ impl Sim {
         let n = self.nodes.len();
         if !self.cut.is_empty() && self.now_ms >= self.heal_partition_at_ms {
             self.heal();
+        }
+        // The operator forces a component because the others are gone: from the power cut
+        // until they are back in it, nothing cuts the survivors off from each other or from
+        // them, and nothing stops a member. The members of the component the forced one left
+        // cannot know of the fork, and restarted without it they would form their own
+        // (docs/design/group-forced-primary.md, "Members restarted out of reach").
+        let forcing =
+            self.operator_force_at.is_some() || self.fork.as_ref().is_some_and(|f| f.unsettled().next().is_some());
+        if forcing {
+            self.heal();
+            self.client_load(s);
+            return Ok(());
         }
         if self.cut.is_empty() && self.rng.chance(s.partition_per_million) {
             let side: BTreeSet<usize> = (0..n).filter(|_| self.rng.chance(400_000)).collect();
@@ -922,8 +1057,14 @@ impl Sim {
                 victims.remove(spared);
             }
             self.note(|| format!("{} crash at once: {victims:?}", if whole { "all members" } else { "a majority" }));
+            // The survivors are not primary once they miss the majority for the suspect
+            // timeout; the operator forces them then, and the others stay down until after.
+            let force =
+                !whole && s.force_after_majority_crash && self.fork.is_none() && self.operator_force_at.is_none();
+            let force_in = if force { self.config.suspect_timeout_ms + self.rng.range(500, 3_000) } else { 0 };
+            self.operator_force_at = force.then_some(self.now_ms + force_in);
             for victim in victims {
-                let outage = self.rng.range(200, 8_000);
+                let outage = force_in + self.rng.range(200, 8_000);
                 self.crash(MemberId(victim as u64 + 1), Some(outage));
             }
         }
@@ -936,15 +1077,19 @@ impl Sim {
                 self.crash(MemberId(victim as u64 + 1), Some(outage));
             }
         }
+        self.client_load(s);
+        Ok(())
+    }
+
+    fn client_load(&mut self, s: &Scenario) {
         if self.rng.chance(s.submit_per_million) {
             self.submit_random(s.hot_writer);
         }
         if self.rng.chance(s.message_per_million) {
-            let i = self.rng.range(0, n as u64) as usize;
+            let i = self.rng.range(0, self.nodes.len() as u64) as usize;
             let data = format!("msg-s{}-t{}-m{}", self.seed, self.now_ms, i + 1).into_bytes();
             self.send_message(MemberId(i as u64 + 1), data);
         }
-        Ok(())
     }
 
     fn submit_random(&mut self, hot_writer: bool) {
@@ -981,6 +1126,19 @@ impl Sim {
 
     /// Checks the end-of-run invariants on the current state.
     pub fn finish(&mut self) -> Result<Outcome, Violation> {
+        if let Some(fork) = &self.fork {
+            let running = |id: &&MemberId| self.nodes[id.0 as usize - 1].member.is_some();
+            if let Some(id) = fork.unsettled().find(running) {
+                let detail =
+                    format!("{id} is still on the side the component forced after seqno {} left", fork.boundary);
+                return Err(Violation {
+                    seed: self.seed,
+                    invariant: "one history per member across a fork",
+                    at_ms: self.now_ms,
+                    detail,
+                });
+            }
+        }
         let end = self.end_state();
         self.check(|c| c.at_end(&end))?;
         let mut out = self.stats.clone();

@@ -36,8 +36,10 @@ use std::time::{Duration, Instant};
 /// end a donation, and a donor's certification state carries the members donating; 13: every
 /// member answers a `Probe`; 14: a synced announcement may say its sender is stateless, and
 /// every state request is answered with the donor choice of the members that know; 15: a
-/// probe's answer says whether its sender is primary without the prober).
-pub const PROTOCOL_VERSION: u32 = 15;
+/// probe's answer says whether its sender is primary without the prober; 16: every message
+/// carries its sender's applied seqno, a member hands `pc.bootstrap` to one that applied more,
+/// and forced boundaries in a state carry their seqnos).
+pub const PROTOCOL_VERSION: u32 = 16;
 /// From accepting a connection to its peer's hello, TLS handshake included.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest record accepted before the peer's hello.

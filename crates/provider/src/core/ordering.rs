@@ -72,6 +72,8 @@ pub enum Payload {
     Gap,
     /// Nor these, but they held no writeset: views, and messages that are lost with them.
     ViewsMissed,
+    /// Nor these, and what we applied there is another history's (`DeliveredKind::HistoryForked`).
+    HistoryForked,
     /// Ordered everywhere alike, so skipped everywhere alike.
     Undecodable {
         origin: MemberId,
@@ -96,6 +98,7 @@ impl Payload {
             DeliveredKind::View(view) => Payload::View(view),
             DeliveredKind::StateGap => Payload::Gap,
             DeliveredKind::ViewsMissed => Payload::ViewsMissed,
+            DeliveredKind::HistoryForked => Payload::HistoryForked,
         };
         (seqno, payload)
     }
@@ -161,7 +164,11 @@ impl<W: Clone + PartialEq> Core<W> {
     }
 
     fn take_delivery(&mut self, seqno: Seqno, payload: Payload, context: DeliveryContext) {
-        self.learn_history(seqno, matches!(payload, Payload::Gap | Payload::ViewsMissed), context.history);
+        if matches!(payload, Payload::HistoryForked) {
+            self.history_forked();
+        }
+        let gap = matches!(payload, Payload::Gap | Payload::ViewsMissed | Payload::HistoryForked);
+        self.learn_history(seqno, gap, context.history);
         let numbered = !matches!(payload, Payload::Control { .. } | Payload::Undecodable { numbered: false, .. });
         if numbered {
             self.ordering.controls_after = 0;
@@ -174,6 +181,7 @@ impl<W: Clone + PartialEq> Core<W> {
             Payload::Control { origin, control } => self.on_control(seqno, origin, control, !context.replayed),
             Payload::Gap => self.on_gap(seqno, context.replayed),
             Payload::ViewsMissed => self.on_views_missed(seqno, context.replayed),
+            Payload::HistoryForked => self.on_history_forked(seqno, context.replayed),
             Payload::Undecodable { origin, error, numbered } => {
                 log::error!("skipping an undecodable delivery from {origin} at seqno {seqno}: {error}");
                 if numbered {
@@ -558,6 +566,21 @@ impl<W: Clone + PartialEq> Core<W> {
         log::info!("seqnos {}..={seqno} are missing here: this node asks for a full state transfer", committed + 1);
         self.connection.as_mut().expect("has state").has_state = false;
         self.restart_windows(seqno);
+    }
+
+    /// We applied past a fork of the order on the side the group's history left
+    /// (docs/design/group-forced-primary.md). Before the first delivery our position stops
+    /// counting (`history_forked`), and this is a gap like any other; a running node, whose
+    /// data holds the other side's commits, stops for a full transfer.
+    fn on_history_forked(&mut self, seqno: Seqno, replayed: bool) {
+        if !self.has_state() {
+            self.on_gap(seqno, replayed);
+            return;
+        }
+        self.fail_inconsistent(&format!(
+            "this node's data is past the point where the group's history forked from this node's (a component \
+             forced without a quorum), and the group goes on after seqno {seqno}: it needs a full state transfer"
+        ));
     }
 
     /// Seqnos after ours up to `seqno` held views only, which the group no longer holds (a

@@ -216,3 +216,27 @@ fn a_forked_history_asks_for_a_full_transfer_and_saves_no_position_until_it_is_i
     let (_, saved) = core.take_effects().save.expect("alone now: safe to bootstrap, saved");
     assert_eq!(saved.position, Gtid::UNDEFINED);
 }
+
+/// A node that applied past a fork of the order on the side the group's history left
+/// (docs/design/group-forced-primary.md): restarted, it asks for a full transfer whatever its
+/// position; running, it stops as inconsistent, its saved state asking for a full transfer.
+#[test]
+fn applying_past_a_fork_on_the_abandoned_side_takes_a_full_transfer() {
+    let live = DeliveryContext { history: HISTORY, replayed: false };
+    let mut restarted = Core::new(test_settings(), Gtid::new(HISTORY, 9), false);
+    let generation = connect(&mut restarted);
+    restarted.on_delivered(generation, 6, Payload::HistoryForked, live);
+    restarted.on_delivered(generation, 7, view(7, &[OTHER, ME]), live);
+    assert!(!restarted.is_failed());
+    match restarted.begin_state_request(generation, 9) {
+        RequestStart::Send(request) => assert!(request.position == Gtid::UNDEFINED && !request.has_state),
+        other => panic!("{other:?}"),
+    }
+    let (mut running, generation) = restarted_at(Gtid::new(HISTORY, 3), &[ME]);
+    assert!(!running.is_failed());
+    running.take_effects();
+    running.on_delivered(generation, 2, Payload::HistoryForked, live);
+    assert!(running.is_failed());
+    let (_, saved) = running.take_effects().save.expect("saved");
+    assert_eq!(saved.position, Gtid::UNDEFINED);
+}

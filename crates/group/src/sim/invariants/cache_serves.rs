@@ -16,10 +16,16 @@ impl Invariant for CacheServes {
     }
 
     fn on_deliver(&mut self, _member: MemberId, d: &Delivered) -> Result<(), String> {
-        if !matches!(d.kind, DeliveredKind::StateGap | DeliveredKind::ViewsMissed) && is_numbered(d) {
+        if !matches!(d.kind, DeliveredKind::StateGap | DeliveredKind::ViewsMissed | DeliveredKind::HistoryForked)
+            && is_numbered(d)
+        {
             self.delivered.insert(d.seqno, delivered_hash(d));
         }
         Ok(())
+    }
+
+    fn on_fork(&mut self, boundary: Seqno) {
+        self.delivered.split_off(&(boundary + 1));
     }
 
     fn at_end(&mut self, end: &EndState) -> Result<(), String> {

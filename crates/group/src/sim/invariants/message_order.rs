@@ -4,7 +4,7 @@
 //! state gap a member may resume partway through the messages at its resume seqno (they
 //! are at-least-once), never elsewhere.
 
-use super::{delivered_hash, Invariant};
+use super::{delivered_hash, EndState, Invariant};
 use crate::types::{Delivered, DeliveredKind, MemberId, Seqno};
 use std::collections::BTreeMap;
 
@@ -19,6 +19,10 @@ pub struct MessageOrder {
     placed: BTreeMap<Key, (Seqno, u64)>,
     /// Seqno -> how many messages follow it, known once a member went on past them.
     closed: BTreeMap<Seqno, usize>,
+    /// Senders told where their message was ordered before any member delivered it (a
+    /// restarted member applies before its cache is confirmed, and delivers only then):
+    /// message -> (seqno, hash), checked when it is delivered and at the end.
+    told: BTreeMap<Key, (Seqno, u64)>,
     /// Per member: its seqno and how many of the messages after it it delivered (`None`
     /// after a restart or gap, where it may resume partway through them).
     cursor: BTreeMap<MemberId, (Seqno, Option<usize>)>,
@@ -31,7 +35,7 @@ impl Invariant for MessageOrder {
 
     fn on_deliver(&mut self, member: MemberId, d: &Delivered) -> Result<(), String> {
         let DeliveredKind::Message { origin, request } = d.kind else {
-            if matches!(d.kind, DeliveredKind::StateGap | DeliveredKind::ViewsMissed) {
+            if matches!(d.kind, DeliveredKind::StateGap | DeliveredKind::ViewsMissed | DeliveredKind::HistoryForked) {
                 self.cursor.insert(member, (d.seqno, None));
                 return Ok(());
             }
@@ -80,6 +84,9 @@ impl Invariant for MessageOrder {
             }
             list.push((key, hash));
             self.placed.insert(key, (at, hash));
+            if let Some(told) = self.told.remove(&key).filter(|&told| told != (at, hash)) {
+                return Err(format!("{key:?} was told it follows seqno {} but {member} delivered it at {at}", told.0));
+            }
         }
         self.cursor.insert(member, (at, Some(k + 1)));
         Ok(())
@@ -88,6 +95,10 @@ impl Invariant for MessageOrder {
     fn on_message_ack(&mut self, member: MemberId, request: u64, seqno: Seqno, hash: u64) -> Result<(), String> {
         match self.placed.get(&(member, request)) {
             Some(&placed) if placed == (seqno, hash) => Ok(()),
+            None => {
+                self.told.insert((member, request), (seqno, hash));
+                Ok(())
+            }
             other => {
                 Err(format!("{member} was told its message {request} follows seqno {seqno}; delivered: {other:?}"))
             }
@@ -98,6 +109,29 @@ impl Invariant for MessageOrder {
         self.cursor.insert(member, (resume_after, None));
         Ok(())
     }
+
+    fn at_end(&mut self, _end: &EndState) -> Result<(), String> {
+        match self.told.first_key_value() {
+            Some((key, (seqno, _))) => {
+                Err(format!("{key:?} was told it follows seqno {seqno}, and nobody delivered it"))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The messages after the boundary itself may differ too: the forced side orders its
+    /// own after its view.
+    fn on_fork(&mut self, boundary: Seqno) {
+        self.after.split_off(&boundary);
+        self.closed.split_off(&boundary);
+        self.placed.retain(|_, (seqno, _)| *seqno < boundary);
+        self.told.retain(|_, (seqno, _)| *seqno < boundary);
+        for (seqno, done) in self.cursor.values_mut() {
+            if *seqno >= boundary {
+                *done = None;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -107,6 +141,10 @@ mod tests {
     fn message(seqno: Seqno, request: u64) -> Delivered {
         let kind = DeliveredKind::Message { origin: MemberId(1), request };
         Delivered { seqno, kind, bytes: vec![request as u8] }
+    }
+
+    fn end() -> EndState {
+        EndState { genesis: Default::default(), live: Vec::new(), probes_acked: 0, cached: Vec::new() }
     }
 
     fn writeset(seqno: Seqno) -> Delivered {
@@ -129,6 +167,19 @@ mod tests {
         good.on_restart(b, 1).unwrap();
         good.on_deliver(b, &message(1, 11)).unwrap();
         good.on_deliver(b, &writeset(2)).unwrap();
+
+        // Told before anyone delivered it (a restarted member applies before it delivers):
+        // judged when it is delivered, and at the end.
+        let mut early = MessageOrder::default();
+        early.on_message_ack(a, 13, 1, delivered_hash(&message(1, 13))).unwrap();
+        assert!(early.at_end(&end()).is_err());
+        early.on_deliver(b, &writeset(1)).unwrap();
+        early.on_deliver(b, &message(1, 13)).unwrap();
+        early.at_end(&end()).unwrap();
+        let mut elsewhere = MessageOrder::default();
+        elsewhere.on_message_ack(a, 14, 2, delivered_hash(&message(2, 14))).unwrap();
+        elsewhere.on_deliver(b, &writeset(1)).unwrap();
+        assert!(elsewhere.on_deliver(b, &message(1, 14)).is_err());
 
         let mut reordered = MessageOrder::default();
         reordered.on_deliver(a, &writeset(1)).unwrap();

@@ -56,6 +56,9 @@ pub trait Invariant {
     fn at_end(&mut self, _end: &EndState) -> Result<(), String> {
         Ok(())
     }
+    /// A component forced without a quorum starts a new order after `boundary`: what was
+    /// ordered past it on the side it left is forgotten (`sim::fork`).
+    fn on_fork(&mut self, _boundary: Seqno) {}
 }
 
 /// All checkers.
@@ -91,6 +94,7 @@ pub fn delivered_hash(d: &Delivered) -> u64 {
         DeliveredKind::StateGap => 3,
         DeliveredKind::Message { .. } => 4,
         DeliveredKind::ViewsMissed => 5,
+        DeliveredKind::HistoryForked => 6,
     };
     hash_bytes(kind, &d.bytes)
 }

@@ -20,6 +20,8 @@ impl Invariant for NoGaps {
         let last = self.last.entry(member).or_insert(0);
         let ok = match d.kind {
             DeliveredKind::StateGap | DeliveredKind::ViewsMissed => d.seqno >= *last,
+            // Only after the fork checker took the member as restarted (`sim::fork`).
+            DeliveredKind::HistoryForked => d.seqno >= *last,
             DeliveredKind::Message { .. } => d.seqno == *last,
             _ => d.seqno == *last + 1,
         };

@@ -17,7 +17,9 @@ impl Invariant for SameBytes {
     }
 
     fn on_deliver(&mut self, member: MemberId, d: &Delivered) -> Result<(), String> {
-        if matches!(d.kind, DeliveredKind::StateGap | DeliveredKind::ViewsMissed) || !is_numbered(d) {
+        if matches!(d.kind, DeliveredKind::StateGap | DeliveredKind::ViewsMissed | DeliveredKind::HistoryForked)
+            || !is_numbered(d)
+        {
             return Ok(());
         }
         let hash = delivered_hash(d);
@@ -31,5 +33,9 @@ impl Invariant for SameBytes {
                 Ok(())
             }
         }
+    }
+
+    fn on_fork(&mut self, boundary: Seqno) {
+        self.by_seqno.split_off(&(boundary + 1));
     }
 }

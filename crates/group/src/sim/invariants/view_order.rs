@@ -20,7 +20,7 @@ impl Invariant for ViewOrder {
 
     fn on_deliver(&mut self, member: MemberId, d: &Delivered) -> Result<(), String> {
         match &d.kind {
-            DeliveredKind::StateGap | DeliveredKind::ViewsMissed => {
+            DeliveredKind::StateGap | DeliveredKind::ViewsMissed | DeliveredKind::HistoryForked => {
                 self.last_view.remove(&member);
                 Ok(())
             }
@@ -45,6 +45,10 @@ impl Invariant for ViewOrder {
                 }
             }
         }
+    }
+
+    fn on_fork(&mut self, boundary: Seqno) {
+        self.views.retain(|_, (seqno, _)| *seqno <= boundary);
     }
 
     fn on_restart(&mut self, member: MemberId, _resume_after: Seqno) -> Result<(), String> {

@@ -32,7 +32,7 @@ impl Invariant for ViewsOnlyMissed {
                 let view = matches!(d.kind, DeliveredKind::View(_));
                 self.numbered.entry(d.seqno).and_modify(|v| *v &= view).or_insert(view);
             }
-            DeliveredKind::StateGap | DeliveredKind::Message { .. } => {}
+            DeliveredKind::StateGap | DeliveredKind::HistoryForked | DeliveredKind::Message { .. } => {}
         }
         if is_numbered(d) {
             self.last.insert(member, d.seqno);
@@ -43,6 +43,10 @@ impl Invariant for ViewsOnlyMissed {
     fn on_restart(&mut self, member: MemberId, resume_after: Seqno) -> Result<(), String> {
         self.last.insert(member, resume_after);
         Ok(())
+    }
+
+    fn on_fork(&mut self, boundary: Seqno) {
+        self.numbered.split_off(&(boundary + 1));
     }
 
     fn at_end(&mut self, _end: &EndState) -> Result<(), String> {

@@ -10,6 +10,8 @@ fn message(from: u64) -> Message {
         group: 5,
         term: 2,
         recv_queue: 3,
+        applied: 4,
+        forks: 0,
         leader_primary: false,
         queue_table: vec![],
         body: Body::Forward { request: 9, data: b"writeset".to_vec() },

@@ -1,0 +1,133 @@
+//! A component forced without a quorum (`pc.bootstrap`) forks the order. Past the forcing
+//! member's last applied seqno, the fork's boundary, the component it left may have ordered
+//! other events, which its members applied: an operator who forces accepts losing them
+//! (docs/design/group-forced-primary.md). The checkers follow the forced side from the
+//! boundary on. Every other member is held apart until it shows it is on that side: a state
+//! gap, a views-only skip from at or below the boundary, or the forced side's next event right
+//! after the boundary. Until then what it delivers past the boundary is the abandoned side's,
+//! unchecked, and must not be the forced side's: a member that applied past the boundary on
+//! the abandoned side and then goes on with the forced side's events without a state gap
+//! holds both histories at once.
+
+use super::invariants::{delivered_hash, is_numbered};
+use crate::types::{Delivered, DeliveredKind, MemberId, Seqno};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub struct Fork {
+    pub boundary: Seqno,
+    /// Members not yet shown to be on the forced side.
+    unsettled: BTreeSet<MemberId>,
+    /// What the forced side delivered past the boundary: seqno -> hash.
+    forced: BTreeMap<Seqno, u64>,
+}
+
+/// What the checkers do with a delivery.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Check,
+    /// Of the abandoned side: not theirs to judge.
+    Skip,
+    /// The member's first event on the forced side: the checkers take it as restarted after
+    /// this seqno, then judge the delivery.
+    Settle {
+        resume_after: Seqno,
+    },
+    Broken(String),
+}
+
+impl Fork {
+    /// `forcer` forced a component whose first event follows `boundary`; `members` are all.
+    pub fn new(boundary: Seqno, forcer: MemberId, members: impl Iterator<Item = MemberId>) -> Self {
+        let unsettled = members.filter(|&m| m != forcer).collect();
+        Self { boundary, unsettled, forced: BTreeMap::new() }
+    }
+
+    pub fn is_unsettled(&self, member: MemberId) -> bool {
+        self.unsettled.contains(&member)
+    }
+
+    pub fn unsettled(&self) -> impl Iterator<Item = &MemberId> {
+        self.unsettled.iter()
+    }
+
+    /// `member` delivers `d`, its last numbered delivery having been `last`.
+    pub fn judge(&mut self, member: MemberId, last: Seqno, d: &Delivered) -> Verdict {
+        let gap = matches!(d.kind, DeliveredKind::StateGap | DeliveredKind::ViewsMissed | DeliveredKind::HistoryForked);
+        let on_forced_side = is_numbered(d) && !gap;
+        if !self.unsettled.contains(&member) {
+            if on_forced_side && d.seqno > self.boundary {
+                self.forced.entry(d.seqno).or_insert_with(|| delivered_hash(d));
+            }
+            return Verdict::Check;
+        }
+        let boundary = self.boundary;
+        // Where the checkers take it up: from its last event if that is common history.
+        let resume_after = if last <= boundary { last } else { 0 };
+        let forced_here = self.forced.get(&d.seqno) == Some(&delivered_hash(d));
+        let verdict = match d.kind {
+            DeliveredKind::StateGap | DeliveredKind::HistoryForked => Verdict::Settle { resume_after },
+            DeliveredKind::ViewsMissed if last <= boundary => Verdict::Settle { resume_after },
+            DeliveredKind::ViewsMissed => Verdict::Broken(format!(
+                "{member} applied up to seqno {last} on the side a component forced at seqno {boundary} left, then \
+                 skipped to seqno {} as views only",
+                d.seqno
+            )),
+            DeliveredKind::Message { .. } if d.seqno < boundary => Verdict::Check,
+            // Which side ordered a message right after the boundary is not known here.
+            DeliveredKind::Message { .. } => Verdict::Skip,
+            _ if d.seqno <= boundary => Verdict::Check,
+            _ if forced_here && last == boundary => Verdict::Settle { resume_after },
+            _ if forced_here => Verdict::Broken(format!(
+                "{member} applied up to seqno {last} on the side a component forced at seqno {boundary} left, then \
+                 delivered the forced side's seqno {} without a state gap",
+                d.seqno
+            )),
+            _ => Verdict::Skip,
+        };
+        if let Verdict::Settle { .. } = verdict {
+            self.unsettled.remove(&member);
+            if on_forced_side {
+                self.forced.entry(d.seqno).or_insert_with(|| delivered_hash(d));
+            }
+        }
+        verdict
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::View;
+
+    fn writeset(seqno: Seqno, bytes: &[u8]) -> Delivered {
+        Delivered { seqno, kind: DeliveredKind::Writeset { origin: MemberId(1), request: 0 }, bytes: bytes.to_vec() }
+    }
+
+    fn gap(seqno: Seqno, kind: DeliveredKind) -> Delivered {
+        Delivered { seqno, kind, bytes: Vec::new() }
+    }
+
+    #[test]
+    fn a_member_past_the_boundary_must_take_a_state_gap_before_the_forced_sides_events() {
+        let (forcer, at, behind, past) = (MemberId(1), MemberId(2), MemberId(3), MemberId(4));
+        let mut fork = Fork::new(10, forcer, (1..=5).map(MemberId));
+        let view = Delivered { seqno: 11, kind: DeliveredKind::View(View::default()), bytes: b"forced".to_vec() };
+        assert_eq!(fork.judge(forcer, 10, &view), Verdict::Check);
+        assert_eq!(fork.judge(forcer, 11, &writeset(12, b"new")), Verdict::Check);
+        // Common history is judged; the forced view right after the boundary settles a member.
+        assert_eq!(fork.judge(at, 9, &writeset(10, b"old")), Verdict::Check);
+        assert_eq!(fork.judge(at, 10, &view), Verdict::Settle { resume_after: 10 });
+        assert!(!fork.is_unsettled(at));
+        // The abandoned side's events are not judged; a views-only skip from at or below the
+        // boundary settles.
+        assert_eq!(fork.judge(behind, 10, &writeset(11, b"abandoned")), Verdict::Skip);
+        assert!(matches!(fork.judge(behind, 11, &gap(12, DeliveredKind::ViewsMissed)), Verdict::Broken(_)));
+        let mut fork2 = Fork::new(10, forcer, (1..=5).map(MemberId));
+        assert_eq!(fork2.judge(behind, 8, &gap(11, DeliveredKind::ViewsMissed)), Verdict::Settle { resume_after: 8 });
+        // Past the boundary on the abandoned side, the forced side's event is a broken history;
+        // a state gap settles.
+        assert!(matches!(fork.judge(past, 11, &writeset(12, b"new")), Verdict::Broken(_)));
+        assert_eq!(fork.judge(past, 11, &gap(12, DeliveredKind::StateGap)), Verdict::Settle { resume_after: 0 });
+        assert_eq!(fork.unsettled().count(), 2);
+    }
+}
