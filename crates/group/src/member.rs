@@ -166,10 +166,10 @@ pub struct Member<S: LogStore> {
     queue_lengths: BTreeMap<MemberId, u32>,
     /// The last seqno each member said it applied (`Message::applied`).
     applied_by: BTreeMap<MemberId, Seqno>,
-    /// `pc.bootstrap` handed to a member that applied more: until when we ask again while no
-    /// primary component comes of it (the request may be lost with its connection), and when
-    /// next.
-    forcing: Option<(u64, u64)>,
+    /// `pc.bootstrap` handed to a member that applied more: to whom, until when we ask again
+    /// while no primary component comes of it (the request may be lost with its connection),
+    /// and when next.
+    forcing: Option<(MemberId, u64, u64)>,
     /// Members to send join requests to besides the directory (the cluster address).
     seeds: BTreeSet<MemberId>,
     /// Our bootstrap id as the cache names it, before the log's genesis is applied again.
@@ -573,7 +573,7 @@ impl<S: LogStore> Member<S> {
         }
         self.resend_lost_end();
         self.ask_reads_again();
-        if let Some((until, next)) = self.forcing {
+        if let Some((_, until, next)) = self.forcing {
             if self.is_primary() || now > until {
                 self.forcing = None;
             } else if now >= next {
@@ -1658,15 +1658,17 @@ impl<S: LogStore> Member<S> {
             })
             .max_by_key(|(id, &seqno)| (seqno, Reverse(**id)));
         if let Some((&ahead, &seqno)) = ahead {
-            log::info!(
-                "{}: pc.bootstrap: {ahead} applied the order up to seqno {seqno}, this member up to {}: {ahead} forms \
-                 the primary component from its state",
-                self.info.id,
-                self.applied.seqno
-            );
+            if self.forcing.is_none_or(|(to, ..)| to != ahead) {
+                log::info!(
+                    "{}: pc.bootstrap: {ahead} applied the order up to seqno {seqno}, this member up to {}: {ahead} \
+                     forms the primary component from its state",
+                    self.info.id,
+                    self.applied.seqno
+                );
+            }
             self.send(ahead, Body::ForcePrimary);
-            let until = self.forcing.map_or(self.now_ms + self.config.suspect_timeout_ms, |(until, _)| until);
-            self.forcing = Some((until, self.now_ms + self.config.heartbeat_interval_ms));
+            let until = self.forcing.map_or(self.now_ms + self.config.suspect_timeout_ms, |(_, until, _)| until);
+            self.forcing = Some((ahead, until, self.now_ms + self.config.heartbeat_interval_ms));
             return;
         }
         self.forcing = None;
@@ -2364,7 +2366,8 @@ impl<S: LogStore> Member<S> {
         } else if let Some(fork) = diverged {
             // A Note: the component was forced on an operator's word.
             log::info!(
-                "{}: this member's order went up to seqno {reached}, but {from}'s history forked from it after seqno                  {} (a component forced without a quorum): its application takes a full state transfer",
+                "{}: this member's order went up to seqno {reached}, but {from}'s history forked from it after seqno \
+                 {} (a component forced without a quorum): its application takes a full state transfer",
                 self.info.id,
                 fork.seqno.saturating_sub(1)
             );
