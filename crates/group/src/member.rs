@@ -77,6 +77,17 @@ pub struct Status {
     pub history_forked: bool,
 }
 
+/// `pc.bootstrap` handed to a member that applied more: asked again every heartbeat while no
+/// primary component comes of it (the request may be lost with its connection), until the
+/// suspect timeout, and dropped once the order moves on from where we were when told.
+#[derive(Debug, Clone, Copy)]
+struct HandedForce {
+    to: MemberId,
+    applied: Seqno,
+    until_ms: u64,
+    next_ms: u64,
+}
+
 /// Why a restarted member's cache is discarded and it joins as a new member
 /// ([`Member::start_over`]), with the member whose word decided it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,10 +177,11 @@ pub struct Member<S: LogStore> {
     queue_lengths: BTreeMap<MemberId, u32>,
     /// The last seqno each member said it applied (`Message::applied`).
     applied_by: BTreeMap<MemberId, Seqno>,
-    /// `pc.bootstrap` handed to a member that applied more: to whom, until when we ask again
-    /// while no primary component comes of it (the request may be lost with its connection),
-    /// and when next.
-    forcing: Option<(MemberId, u64, u64)>,
+    /// `pc.bootstrap` handed to a member that applied more (`bootstrap_primary`).
+    forcing: Option<HandedForce>,
+    /// The most forced boundaries a member's history had, and when we last heard of it: with
+    /// more than ours, ours was forced apart from it (`forced_apart`).
+    forks_heard: Option<(usize, u64)>,
     /// Members to send join requests to besides the directory (the cluster address).
     seeds: BTreeSet<MemberId>,
     /// Our bootstrap id as the cache names it, before the log's genesis is applied again.
@@ -376,6 +388,7 @@ impl<S: LogStore> Member<S> {
             queue_lengths: BTreeMap::new(),
             applied_by: BTreeMap::new(),
             forcing: None,
+            forks_heard: None,
             seeds: BTreeSet::new(),
             cached_group: 0,
             other_bootstrap_peers: BTreeSet::new(),
@@ -556,7 +569,7 @@ impl<S: LogStore> Member<S> {
         if self.now_ms >= self.election_deadline_ms {
             if self.raft.role() == Role::Leader {
                 self.raft.handle_election_timeout();
-            } else if self.raft.is_voter(self.info.id) {
+            } else if self.raft.is_voter(self.info.id) && !self.forced_apart() {
                 self.start_pre_vote();
             }
             self.reset_election_timer();
@@ -573,10 +586,21 @@ impl<S: LogStore> Member<S> {
         }
         self.resend_lost_end();
         self.ask_reads_again();
-        if let Some((_, until, next)) = self.forcing {
-            if self.is_primary() || now > until {
+        if let Some(handed) = self.forcing {
+            // The order moved on: a primary component formed (ours came back, or the one
+            // handed the forcing formed it), and the request was for the one we were in.
+            if self.is_primary() || self.forced_apart() || self.applied.seqno > handed.applied {
                 self.forcing = None;
-            } else if now >= next {
+            } else if now > handed.until_ms {
+                // Nothing came of it (the member is gone): the operator's word still holds,
+                // from our state.
+                let to = handed.to;
+                log::info!("{}: pc.bootstrap: no primary component came from {to}; forming it here", self.info.id);
+                self.forcing = None;
+                if let Err(e) = self.force_primary() {
+                    self.failed = Some(format!("cannot make a primary component without a quorum: {e}"));
+                }
+            } else if now >= handed.next_ms {
                 self.bootstrap_primary();
             }
         }
@@ -629,6 +653,13 @@ impl<S: LogStore> Member<S> {
             self.queue_lengths.insert(from, message.recv_queue);
             self.applied_by.insert(from, message.applied);
         }
+        let sender_forks = message.forks as usize;
+        if sender_forks > self.applied.forks.len() {
+            self.forks_heard = Some((sender_forks, self.now_ms));
+        }
+        // Forced apart, we take no part in a campaign of our old side (the sender's history
+        // has no more forks than ours): its component is to be joined, not re-formed.
+        let stale_campaign = self.forced_apart() && sender_forks <= self.applied.forks.len();
         match message.body {
             Body::Raft { message: raft, payloads, call } => {
                 if raft.from() != from {
@@ -644,8 +675,10 @@ impl<S: LogStore> Member<S> {
                 // component ours was forced apart from: its log is not ours to follow (it
                 // would conflict with our forced boundary), nor its campaign ours to join.
                 // Its replies still count: it may be catching up from us.
-                let behind_a_fork = (message.forks as usize) < self.applied.forks.len();
-                if behind_a_fork && (raft.is_append_call() || raft.is_vote_request()) {
+                let behind_a_fork = sender_forks < self.applied.forks.len();
+                if behind_a_fork && (raft.is_append_call() || raft.is_vote_request())
+                    || stale_campaign && raft.is_vote_request()
+                {
                     return;
                 }
                 self.receive_raft(from, raft, payloads, call, message.leader_primary);
@@ -731,6 +764,7 @@ impl<S: LogStore> Member<S> {
                 let granted = term > self.raft.term()
                     && !self.leader_alive(from)
                     && self.may_campaign(from)
+                    && !stale_campaign
                     && last >= self.raft.last_position();
                 self.send(from, Body::PreVoteReply { term, granted });
                 if term <= self.raft.term() {
@@ -1647,18 +1681,21 @@ impl<S: LogStore> Member<S> {
     /// behind one in contact hands the forcing to it (`Body::ForcePrimary`); what each applied
     /// only grows, so the hand-overs end (docs/design/group-forced-primary.md).
     pub fn bootstrap_primary(&mut self) {
-        if self.is_primary() {
+        // Primary already, or a component was forced elsewhere meanwhile (the member we
+        // handed it to did): we join that one rather than force another.
+        if self.is_primary() || self.forced_apart() {
             self.forcing = None;
             return;
         }
         let contact = self.members_in_contact();
+        // Of our view, so it may force (a member still joining may not).
         let ahead = (self.applied_by.iter())
             .filter(|(id, &seqno)| {
                 contact.contains(id) && self.applied.view.contains(**id) && seqno > self.applied.seqno
             })
             .max_by_key(|(id, &seqno)| (seqno, Reverse(**id)));
         if let Some((&ahead, &seqno)) = ahead {
-            if self.forcing.is_none_or(|(to, ..)| to != ahead) {
+            if self.forcing.is_none_or(|handed| handed.to != ahead) {
                 log::info!(
                     "{}: pc.bootstrap: {ahead} applied the order up to seqno {seqno}, this member up to {}: {ahead} \
                      forms the primary component from its state",
@@ -1667,8 +1704,9 @@ impl<S: LogStore> Member<S> {
                 );
             }
             self.send(ahead, Body::ForcePrimary);
-            let until = self.forcing.map_or(self.now_ms + self.config.suspect_timeout_ms, |(_, until, _)| until);
-            self.forcing = Some((ahead, until, self.now_ms + self.config.heartbeat_interval_ms));
+            let until_ms = self.forcing.map_or(self.now_ms + self.config.suspect_timeout_ms, |h| h.until_ms);
+            let next_ms = self.now_ms + self.config.heartbeat_interval_ms;
+            self.forcing = Some(HandedForce { to: ahead, applied: self.applied.seqno, until_ms, next_ms });
             return;
         }
         self.forcing = None;
@@ -1717,15 +1755,21 @@ impl<S: LogStore> Member<S> {
         // learn it in `settle_uploads` or when their next part is refused).
         self.applied.uploads.clear();
         self.assembly.clear();
-        if let Some(view) = self.applied.refresh_view() {
-            self.deliver(applied, view);
-        }
+        // The first seqno at which the two sides may differ: the forced view's, or the next.
+        let first_own = match self.applied.refresh_view() {
+            Some(view) => {
+                let seqno = view.seqno;
+                self.deliver(applied, view);
+                seqno
+            }
+            None => self.applied.seqno + 1,
+        };
         let hard = crate::raft::HardState { term: self.raft.term() + 1, voted_for: Some(self.info.id) };
         // The boundary takes the new term: a member that returns with the old log does not
         // match it there, so it gets this state (and its numbering) by snapshot rather than
         // appending our entries to its own numbering.
         self.applied.position.term = hard.term;
-        self.applied.forks.push(ForcedBoundary { position: self.applied.position, seqno: self.applied.seqno });
+        self.applied.forks.push(ForcedBoundary { position: self.applied.position, seqno: first_own });
         self.store.purge(self.applied.clone())?;
         self.checkpoints.clear();
         self.store.save_hard_state(hard)?;
@@ -1812,6 +1856,16 @@ impl<S: LogStore> Member<S> {
     /// voter restarted and a returning member, whose log still called it a non-voter,
     /// refused it forever). Raft grants votes by log, not by membership; this only keeps
     /// strangers from raising terms.
+    /// A member whose history went through a component forced without a quorum that ours did
+    /// not was heard within the suspect timeout: a restarted (or cut off) member of the
+    /// majority that component left must join it, not form its old primary component again
+    /// with the others of its side (group simulator, seed 14626; docs/design/group-forced-primary.md).
+    fn forced_apart(&self) -> bool {
+        self.forks_heard.is_some_and(|(forks, at)| {
+            forks > self.applied.forks.len() && self.now_ms < at + self.config.suspect_timeout_ms
+        })
+    }
+
     fn may_campaign(&self, from: MemberId) -> bool {
         let latest = self.raft.latest_membership();
         latest.voters.is_empty() || latest.contains(from) || self.applied.directory.contains_key(&from)

@@ -209,8 +209,8 @@ pub enum Applied {
 }
 
 /// Where a component forced without a quorum started its own order (`force_primary`): its
-/// boundary, and the seqno of its forced view, the first event that side holds and the
-/// side it left does not.
+/// boundary, and the first seqno at which that side and the side it left may differ (its
+/// forced view's, or the one after the boundary when the view did not change).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForcedBoundary {
     pub position: Position,

@@ -488,8 +488,9 @@ impl Sim {
                 c.on_fork(boundary);
                 Ok(())
             })?;
+            // A member still joining (not in its own view) cannot force, and is not asked.
             let ahead = (component.iter().filter_map(|info| self.status(info.id)))
-                .find(|s| s.id != id && s.last_seqno > boundary);
+                .find(|s| s.id != id && s.view.contains(s.id) && s.last_seqno > boundary);
             if let Some(s) = ahead {
                 let detail = format!(
                     "{id} forced a component after seqno {boundary}, and {} of it had applied up to {}",
