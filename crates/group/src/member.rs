@@ -681,7 +681,8 @@ impl<S: LogStore> Member<S> {
                 {
                     return;
                 }
-                self.receive_raft(from, raft, payloads, call, message.leader_primary);
+                let forced_side = sender_forks > self.applied.forks.len();
+                self.receive_raft(from, raft, payloads, call, message.leader_primary, forced_side);
                 if self.leader == Some(from) {
                     for (id, len) in message.queue_table {
                         if id != self.info.id && id != from && self.is_known(id) {
@@ -761,9 +762,9 @@ impl<S: LogStore> Member<S> {
             Body::Relayed(message) => self.receive_relayed(from, *message),
             Body::PreVote { term, last } => {
                 self.drop_removal_its_voters_lack(from, last);
+                let forced_side = sender_forks > self.applied.forks.len();
                 let granted = term > self.raft.term()
-                    && !self.leader_alive(from)
-                    && self.may_campaign(from)
+                    && (forced_side || !self.leader_alive(from) && self.may_campaign(from))
                     && !stale_campaign
                     && last >= self.raft.last_position();
                 self.send(from, Body::PreVoteReply { term, granted });
@@ -1484,9 +1485,11 @@ impl<S: LogStore> Member<S> {
         payloads: Vec<Vec<u8>>,
         call: u64,
         leader_primary: bool,
+        forced_side: bool,
     ) {
-        if raft.is_vote_request() && (self.leader_alive(from) || !self.may_campaign(from)) {
-            // A member still hearing a live leader ignores campaigns (Raft §4.2.3).
+        // A member still hearing a live leader ignores campaigns (Raft §4.2.3), but not one
+        // of a component forced apart from ours: our leader (or we) leads the side it left.
+        if raft.is_vote_request() && !forced_side && (self.leader_alive(from) || !self.may_campaign(from)) {
             return;
         }
         let now = self.now_ms;
@@ -1688,10 +1691,16 @@ impl<S: LogStore> Member<S> {
             return;
         }
         let contact = self.members_in_contact();
-        // Of our view, so it may force (a member still joining may not).
+        // Of our view, so it may force (a member still joining may not). An arbitrator holds
+        // no data and leads only to bring a member with data up to date: it hands the
+        // forcing to a member with data that applied as much.
+        let arbitrator = self.applied.is_arbitrator(self.info.id);
         let ahead = (self.applied_by.iter())
             .filter(|(id, &seqno)| {
-                contact.contains(id) && self.applied.view.contains(**id) && seqno > self.applied.seqno
+                contact.contains(id)
+                    && self.applied.view.contains(**id)
+                    && !self.applied.is_arbitrator(**id)
+                    && (seqno > self.applied.seqno || arbitrator && seqno == self.applied.seqno)
             })
             .max_by_key(|(id, &seqno)| (seqno, Reverse(**id)));
         if let Some((&ahead, &seqno)) = ahead {
