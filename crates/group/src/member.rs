@@ -1693,14 +1693,15 @@ impl<S: LogStore> Member<S> {
         let contact = self.members_in_contact();
         // Of our view, so it may force (a member still joining may not). An arbitrator holds
         // no data and leads only to bring a member with data up to date: it hands the
-        // forcing to a member with data that applied as much.
+        // forcing to a member with data that applied as much. One that applied more forces
+        // itself, and brings the others up to date from its log.
         let arbitrator = self.applied.is_arbitrator(self.info.id);
         let ahead = (self.applied_by.iter())
             .filter(|(id, &seqno)| {
                 contact.contains(id)
                     && self.applied.view.contains(**id)
-                    && !self.applied.is_arbitrator(**id)
-                    && (seqno > self.applied.seqno || arbitrator && seqno == self.applied.seqno)
+                    && (seqno > self.applied.seqno
+                        || arbitrator && seqno == self.applied.seqno && !self.applied.is_arbitrator(**id))
             })
             .max_by_key(|(id, &seqno)| (seqno, Reverse(**id)));
         if let Some((&ahead, &seqno)) = ahead {
