@@ -653,13 +653,15 @@ impl<S: LogStore> Member<S> {
             self.queue_lengths.insert(from, message.recv_queue);
             self.applied_by.insert(from, message.applied);
         }
-        let sender_forks = message.forks as usize;
-        if sender_forks > self.applied.forks.len() {
+        let (sender_forks, our_forks) = (message.forks as usize, self.applied.forks.len());
+        // The sender's history went through a component forced apart from ours.
+        let forced_side = sender_forks > our_forks;
+        if forced_side {
             self.forks_heard = Some((sender_forks, self.now_ms));
         }
         // Forced apart, we take no part in a campaign of our old side (the sender's history
         // has no more forks than ours): its component is to be joined, not re-formed.
-        let stale_campaign = self.forced_apart() && sender_forks <= self.applied.forks.len();
+        let stale_campaign = self.forced_apart() && !forced_side;
         match message.body {
             Body::Raft { message: raft, payloads, call } => {
                 if raft.from() != from {
@@ -675,13 +677,12 @@ impl<S: LogStore> Member<S> {
                 // component ours was forced apart from: its log is not ours to follow (it
                 // would conflict with our forced boundary), nor its campaign ours to join.
                 // Its replies still count: it may be catching up from us.
-                let behind_a_fork = sender_forks < self.applied.forks.len();
+                let behind_a_fork = sender_forks < our_forks;
                 if behind_a_fork && (raft.is_append_call() || raft.is_vote_request())
                     || stale_campaign && raft.is_vote_request()
                 {
                     return;
                 }
-                let forced_side = sender_forks > self.applied.forks.len();
                 self.receive_raft(from, raft, payloads, call, message.leader_primary, forced_side);
                 if self.leader == Some(from) {
                     for (id, len) in message.queue_table {
@@ -762,7 +763,6 @@ impl<S: LogStore> Member<S> {
             Body::Relayed(message) => self.receive_relayed(from, *message),
             Body::PreVote { term, last } => {
                 self.drop_removal_its_voters_lack(from, last);
-                let forced_side = sender_forks > self.applied.forks.len();
                 let granted = term > self.raft.term()
                     && (forced_side || !self.leader_alive(from) && self.may_campaign(from))
                     && !stale_campaign
