@@ -16,6 +16,7 @@
 use crate::certification::CertificationIndex;
 use crate::types::{Seqno, Uuid};
 use lockstep_group::codec::{DecodeError, Reader, Writer};
+use lockstep_group::config::Allowlist;
 use lockstep_group::record::{self, RecordKind};
 use lockstep_group::transport::{self, tls, Bounded, Refusals, Side, Stream, Tls, TransportError};
 use lockstep_group::MemberId;
@@ -338,6 +339,7 @@ pub fn send_with_tls(
 pub struct Receiver {
     listener: TcpListener,
     tls: Option<Arc<Tls>>,
+    allowlist: Allowlist,
     refusals: Refusals,
 }
 
@@ -350,11 +352,11 @@ pub struct Incoming {
 
 impl Receiver {
     /// Listens on `address`; with `tls` a donor must connect over TLS with a certificate of
-    /// the cluster's CA.
-    pub fn bind_with_tls(address: &str, tls: Option<Arc<Tls>>) -> io::Result<Receiver> {
+    /// the cluster's CA, and it must connect from an address `allowlist` allows.
+    pub fn bind(address: &str, tls: Option<Arc<Tls>>, allowlist: Allowlist) -> io::Result<Receiver> {
         let listener = TcpListener::bind(address)?;
         listener.set_nonblocking(true)?;
-        Ok(Receiver { listener, tls, refusals: Refusals::default() })
+        Ok(Receiver { listener, tls, allowlist, refusals: Refusals::default() })
     }
 
     pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
@@ -362,11 +364,13 @@ impl Receiver {
     }
 
     /// Waits for a donor until `deadline`, polling `go_on` (false: give up). A connection
-    /// that does not complete its handshake and header in time, or is refused by TLS, is
-    /// closed and logged, and the wait goes on.
+    /// from an address the allowlist refuses, or that does not complete its handshake and
+    /// header in time, or is refused by TLS, is closed and logged, and the wait goes on.
     pub fn accept(&self, deadline: Instant, mut go_on: impl FnMut() -> bool) -> io::Result<Option<Incoming>> {
         loop {
             match self.listener.accept() {
+                // Before the handshake, as on the group port: a refused donor costs none.
+                Ok((_, peer)) if !self.allowlist.allows(peer.ip().to_canonical()) => self.refusals.not_allowed(peer),
                 Ok((stream, peer)) => match self.open(stream) {
                     Ok(incoming) => {
                         self.refusals.authenticated(Some(peer));
@@ -494,7 +498,7 @@ pub(crate) mod tests {
     #[test]
     fn a_stream_arrives_whole_in_plain_and_over_tls() {
         for (donor, joiner) in [(None, None), (Some(tls("a-node1", "a")), Some(tls("a-node2", "a")))] {
-            let receiver = Receiver::bind_with_tls("127.0.0.1:0", joiner).unwrap();
+            let receiver = Receiver::bind("127.0.0.1:0", joiner, Allowlist::default()).unwrap();
             let sender = spawn_donor(donor, receiver.local_addr().unwrap().to_string());
             let mut incoming = receiver.accept(soon(), || true).unwrap().expect("a donor");
             assert_eq!(incoming.header().unwrap(), HEADER);
@@ -539,7 +543,7 @@ pub(crate) mod tests {
 
     #[test]
     fn donors_refused_by_tls_fail_and_the_joiner_waits_on_for_a_good_one() {
-        let receiver = Receiver::bind_with_tls("127.0.0.1:0", Some(tls("a-node2", "a"))).unwrap();
+        let receiver = Receiver::bind("127.0.0.1:0", Some(tls("a-node2", "a")), Allowlist::default()).unwrap();
         let address = receiver.local_addr().unwrap().to_string();
         let foreign = spawn_donor(Some(tls("b-node1", "b")), address.clone());
         let plain = spawn_donor(None, address.clone());
@@ -557,8 +561,30 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_donor_the_allowlist_refuses_is_dropped_before_its_handshake_and_admitted_once_allowed() {
+        let allowed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let asked = allowed.clone();
+        let allowlist = Allowlist::new(move |ip| {
+            assert_eq!(ip, std::net::IpAddr::from([127, 0, 0, 1]));
+            asked.load(std::sync::atomic::Ordering::SeqCst)
+        });
+        let receiver = Receiver::bind("127.0.0.1:0", Some(tls("a-node2", "a")), allowlist).unwrap();
+        let address = receiver.local_addr().unwrap().to_string();
+        let refused = spawn_donor(Some(tls("a-node1", "a")), address.clone());
+        let deadline = Instant::now() + Duration::from_millis(1500);
+        assert!(receiver.accept(deadline, || true).unwrap().is_none(), "no stream accepted");
+        assert!(refused.join().unwrap().is_err(), "the refused donor's transfer fails");
+
+        allowed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let good = spawn_donor(Some(tls("a-node1", "a")), address);
+        let mut incoming = receiver.accept(soon(), || true).unwrap().expect("the allowed donor");
+        assert_eq!(receive(&mut incoming).unwrap().0, items());
+        assert_eq!(good.join().unwrap().unwrap(), 2);
+    }
+
+    #[test]
     fn a_donor_whose_cache_fails_mid_way_ends_the_stream_as_an_error_not_a_short_gap() {
-        let receiver = Receiver::bind_with_tls("127.0.0.1:0", None).unwrap();
+        let receiver = Receiver::bind("127.0.0.1:0", None, Allowlist::default()).unwrap();
         let address = receiver.local_addr().unwrap().to_string();
         let donor = std::thread::spawn(move || {
             let events = [Ok(items()[0].clone()), Err("the cache no longer holds seqno 12".to_string())];
@@ -571,7 +597,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_corrupted_frame_is_an_error_not_data() {
-        let receiver = Receiver::bind_with_tls("127.0.0.1:0", None).unwrap();
+        let receiver = Receiver::bind("127.0.0.1:0", None, Allowlist::default()).unwrap();
         let address = receiver.local_addr().unwrap();
         let forger = std::thread::spawn(move || {
             let mut tcp = TcpStream::connect(address).unwrap();

@@ -42,8 +42,14 @@ impl Fork {
         Self { boundary, unsettled, forced: BTreeMap::new() }
     }
 
-    pub fn is_unsettled(&self, member: MemberId) -> bool {
+    fn is_unsettled(&self, member: MemberId) -> bool {
         self.unsettled.contains(&member)
+    }
+
+    /// Whether `member`, having consumed up to `consumed`, applied past the boundary on the
+    /// abandoned side: the checkers follow it again only once it is on the forced side.
+    pub fn abandoned(&self, member: MemberId, consumed: Seqno) -> bool {
+        self.is_unsettled(member) && consumed > self.boundary
     }
 
     pub fn unsettled(&self) -> impl Iterator<Item = &MemberId> {

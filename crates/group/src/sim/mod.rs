@@ -620,10 +620,7 @@ impl Sim {
         };
         let consumed = if self.external { 0 } else { self.nodes[i].consumed };
         self.nodes[i].consumed = consumed;
-        // A member that applied past a fork on the abandoned side is the checkers' again
-        // only once it is on the forced side.
-        let abandoned = self.fork.as_ref().is_some_and(|f| f.is_unsettled(id) && consumed > f.boundary);
-        if !abandoned {
+        if !self.fork.as_ref().is_some_and(|f| f.abandoned(id, consumed)) {
             self.check(|c| c.on_restart(id, consumed))?;
         }
         self.nodes[i].incarnation += 1;
@@ -782,8 +779,7 @@ impl Sim {
         self.nodes[i].member = Some(member);
         self.note(|| format!("{id} starts over as a new member: {why:?}"));
         let consumed = std::mem::take(&mut self.nodes[i].consumed);
-        let abandoned = self.fork.as_ref().is_some_and(|f| f.is_unsettled(id) && consumed > f.boundary);
-        if abandoned {
+        if self.fork.as_ref().is_some_and(|f| f.abandoned(id, consumed)) {
             return Ok(());
         }
         self.check(|c| c.on_restart(id, 0))
@@ -956,12 +952,7 @@ impl Sim {
                 self.check(|c| c.on_restart(id, resume_after))?;
                 self.check(|c| c.on_deliver(id, d))
             }
-            fork::Verdict::Broken(detail) => Err(Violation {
-                seed: self.seed,
-                invariant: "one history per member across a fork",
-                at_ms: self.now_ms,
-                detail,
-            }),
+            fork::Verdict::Broken(detail) => Err(self.across_a_fork(detail)),
         }
     }
 
@@ -1125,6 +1116,10 @@ impl Sim {
         }
     }
 
+    fn across_a_fork(&self, detail: String) -> Violation {
+        Violation { seed: self.seed, invariant: "one history per member across a fork", at_ms: self.now_ms, detail }
+    }
+
     /// Checks the end-of-run invariants on the current state.
     pub fn finish(&mut self) -> Result<Outcome, Violation> {
         if let Some(fork) = &self.fork {
@@ -1132,12 +1127,7 @@ impl Sim {
             if let Some(id) = fork.unsettled().find(running) {
                 let detail =
                     format!("{id} is still on the side the component forced after seqno {} left", fork.boundary);
-                return Err(Violation {
-                    seed: self.seed,
-                    invariant: "one history per member across a fork",
-                    at_ms: self.now_ms,
-                    detail,
-                });
+                return Err(self.across_a_fork(detail));
             }
         }
         let end = self.end_state();

@@ -91,7 +91,7 @@ impl Provider {
         let receiver = if bootstrap {
             None
         } else {
-            match bind_receiver(&addresses.ist_bind, tls.clone()) {
+            match bind_receiver(&addresses.ist_bind, tls.clone(), &group_config.allowlist) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     log::error!("cannot listen for state transfers on {} (ist.recv_addr): {e}", addresses.ist_bind);
@@ -313,10 +313,11 @@ pub(super) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 fn bind_receiver(
     address: &str,
     tls: Option<Arc<lockstep_group::transport::Tls>>,
+    allowlist: &Allowlist,
 ) -> std::io::Result<crate::ist::Receiver> {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        match crate::ist::Receiver::bind_with_tls(address, tls.clone()) {
+        match crate::ist::Receiver::bind(address, tls.clone(), allowlist.clone()) {
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));
             }
