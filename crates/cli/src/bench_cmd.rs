@@ -90,6 +90,7 @@ fn start_cluster(dir: &Path, fsync: bool) -> Result<Vec<Arc<GroupNode>>, String>
             bootstrap: (i == 0).then(Genesis::default),
             peers: peers.clone(),
             resume_after: 0,
+            application_position: 0,
         };
         nodes.push(Arc::new(GroupNode::start(config).map_err(|e| e.to_string())?));
     }

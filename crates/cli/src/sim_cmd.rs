@@ -128,7 +128,7 @@ fn run_provider(seeds: RangeInclusive<u64>, one: bool, trace: bool) {
     let started = Instant::now();
     let (mut runs, mut acked, mut crashes, mut transfers, mut lost) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let (mut alone, mut with_transfer, mut lost_with_donor, mut new_scripts) = (0u64, 0u64, 0u64, 0u64);
-    let (mut awaited, mut wrong, mut untold) = (0u64, 0u64, 0u64);
+    let (mut awaited, mut wrong, mut untold, mut forced) = (0u64, 0u64, 0u64, 0u64);
     for seed in seeds {
         // A panic is a violation too (the cores assert their state transitions).
         let run = std::panic::catch_unwind(|| provider_sim::run_seed(seed, trace));
@@ -147,6 +147,7 @@ fn run_provider(seeds: RangeInclusive<u64>, one: bool, trace: bool) {
                 wrong += outcome.guesses_wrong;
                 untold += outcome.choices_untold;
                 lost += u64::from(outcome.state_lost);
+                forced += u64::from(outcome.forced);
                 if one {
                     println!("{outcome:?}");
                 }
@@ -156,7 +157,7 @@ fn run_provider(seeds: RangeInclusive<u64>, one: bool, trace: bool) {
     }
     println!(
         "provider layer: {runs} seeds passed in {:.1} s: {acked} commits acknowledged, {crashes} node crashes, \
-         {transfers} state transfers ({lost_with_donor} more lost with a donor that died, the joiner asking another; \
+         {forced} components forced, {transfers} state transfers ({lost_with_donor} more lost with a donor that died, the joiner asking another; \
          {new_scripts} joiner scripts started again after such a donor broke them); restarts that held their order: {alone} caught up alone, {with_transfer} took a \
          transfer from a member that stayed up synced; {awaited} requests awaited the group's donor choice on a \
          member that guessed who is synced (the joiner, or a possible donor) ({wrong} guesses the answer corrected, {untold} went by their guess, told nothing in time); {lost} runs lost every holder of the certification state for good (no node \

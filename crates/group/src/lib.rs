@@ -41,6 +41,7 @@
 //!     // `gcomm://db1.example,db2.example,db3.example`: addresses only, ours may be among them.
 //!     peers: vec!["db1.example:4567".into(), "db2.example:4567".into(), "db3.example:4567".into()],
 //!     resume_after: 0,
+//!     application_position: 0,
 //! })?;
 //! let seqno = node.submit(b"writeset".to_vec())?; // blocks until ordered
 //! let after = node.send_message(b"barrier".to_vec()).recv()??; // ordered, but takes no seqno

@@ -144,6 +144,9 @@ pub struct Member<S: LogStore> {
     recv_queue_bytes: usize,
     /// Deliveries up to this seqno were consumed before a restart and are not queued again.
     resume_after: Seqno,
+    /// The last seqno the application holds on this history, which may be past what the
+    /// cache says was applied: compared with the forks of a snapshot only.
+    application_position: Seqno,
     /// Entries up to this index were in the log when this member restarted.
     replayed_through: u64,
     next_request: u64,
@@ -370,6 +373,7 @@ impl<S: LogStore> Member<S> {
             recv_queue: VecDeque::new(),
             recv_queue_bytes: 0,
             resume_after,
+            application_position: 0,
             replayed_through: 0,
             next_request: 1,
             pending: BTreeMap::new(),
@@ -651,9 +655,14 @@ impl<S: LogStore> Member<S> {
             // Only members we know of take room in these tables.
             self.last_heard_ms.insert(from, self.now_ms);
             self.queue_lengths.insert(from, message.recv_queue);
-            self.applied_by.insert(from, message.applied);
         }
         let (sender_forks, our_forks) = (message.forks as usize, self.applied.forks.len());
+        // Seqnos compare only along one history: past a fork they are different events.
+        if self.is_known(from) && sender_forks == our_forks {
+            self.applied_by.insert(from, message.applied);
+        } else {
+            self.applied_by.remove(&from);
+        }
         // The sender's history went through a component forced apart from ours.
         let forced_side = sender_forks > our_forks;
         if forced_side {
@@ -1298,6 +1307,13 @@ impl<S: LogStore> Member<S> {
         &self.applied.forks
     }
 
+    /// A restarted member's application holds this history up to `seqno` (its saved
+    /// position), even where the cache re-delivers from earlier: a snapshot forked from our
+    /// history at or below it is a forked history, not a gap (`install_snapshot`).
+    pub fn set_application_position(&mut self, seqno: Seqno) {
+        self.application_position = seqno;
+    }
+
     /// A member that started over because its history forked (`start_over`) says so.
     pub fn set_history_forked(&mut self) {
         self.history_forked = true;
@@ -1691,15 +1707,17 @@ impl<S: LogStore> Member<S> {
             return;
         }
         let contact = self.members_in_contact();
-        // Of our view, so it may force (a member still joining may not). An arbitrator holds
-        // no data and leads only to bring a member with data up to date: it hands the
-        // forcing to a member with data that applied as much. One that applied more forces
-        // itself, and brings the others up to date from its log.
+        // Whether or not it is of our view: one that applied more may have applied the view
+        // that took it in, which we never received (seed 24754: a restarted member's join
+        // view, then writesets, came just before the majority lost power). One still joining
+        // cannot force: the hand-over then ends after the suspect timeout, and we force. An
+        // arbitrator holds no data and leads only to bring a member with data up to date: it
+        // hands the forcing to a member with data that applied as much. One that applied more
+        // forces itself, and brings the others up to date from its log.
         let arbitrator = self.applied.is_arbitrator(self.info.id);
         let ahead = (self.applied_by.iter())
             .filter(|(id, &seqno)| {
                 contact.contains(id)
-                    && self.applied.view.contains(**id)
                     && (seqno > self.applied.seqno
                         || arbitrator && seqno == self.applied.seqno && !self.applied.is_arbitrator(**id))
             })
@@ -1723,6 +1741,18 @@ impl<S: LogStore> Member<S> {
         if let Err(e) = self.force_primary() {
             self.failed = Some(format!("cannot make a primary component without a quorum: {e}"));
         }
+    }
+
+    /// The term a forced component starts with. Its side's terms must be apart from the ones
+    /// the side it leaves used meanwhile, which went on electing while we were cut off: the
+    /// same term at the same index in both logs would make Raft take the two sides' entries
+    /// for one (provider simulator, seed 15523: the forcing member's next term was one the
+    /// old majority had used, so its boundary matched their logs, and their entries after it
+    /// were kept beside the forced side's). So the fork count is the term's high half, and a
+    /// random start within it keeps two sides forced once each apart too.
+    fn forced_term(&mut self) -> u64 {
+        let forks = self.applied.forks.len() as u64 + 1;
+        (self.raft.term() + 1).max((forks << 32) + self.rng.range(0, 1 << 24))
     }
 
     /// The members we still hear from (us included) become the whole group, without a quorum
@@ -1774,7 +1804,7 @@ impl<S: LogStore> Member<S> {
             }
             None => self.applied.seqno + 1,
         };
-        let hard = crate::raft::HardState { term: self.raft.term() + 1, voted_for: Some(self.info.id) };
+        let hard = crate::raft::HardState { term: self.forced_term(), voted_for: Some(self.info.id) };
         // The boundary takes the new term: a member that returns with the old log does not
         // match it there, so it gets this state (and its numbering) by snapshot rather than
         // appending our entries to its own numbering.
@@ -2363,9 +2393,14 @@ impl<S: LogStore> Member<S> {
     fn install_snapshot(&mut self, from: MemberId, state: AppliedState) {
         // Terms only grow along one history, so a boundary at or below our applied index with a
         // later term is not ours: a forced primary component (`force_primary`) started it while
-        // we were cut off. It replaces our state as a later one would.
+        // we were cut off. So is one whose history went through a fork ours did not, whatever
+        // its term: the forcing member's term may be below those our side's elections reached
+        // while it was cut off (provider simulator, seed 15523). It replaces our state as a
+        // later one would.
+        let common = state.forks.iter().zip(&self.applied.forks).take_while(|(a, b)| a == b).count();
         let behind = state.position.index <= self.applied.position.index;
-        let forced_elsewhere = behind && state.position.term > self.applied.position.term;
+        let forced_elsewhere =
+            behind && (state.position.term > self.applied.position.term || state.forks.len() > common);
         if self.leader != Some(from) || (behind && !forced_elsewhere) {
             return;
         }
@@ -2389,11 +2424,11 @@ impl<S: LogStore> Member<S> {
         }
         // Past a fork that one of us went through and the other did not, the same seqnos are
         // different events: if our application got that far (counting what it applied before
-        // a restart), its data is not on the snapshot's history, however its seqno reads. A
+        // a restart, which its saved position tells where the cache re-delivers from
+        // earlier), its data is not on the snapshot's history, however its seqno reads. A
         // member of the majority a forced component left, restarted, applied the events its
-        // side ordered after the boundary (found by the simulator's forced components).
-        let reached = self.resume_after.max(self.applied.seqno);
-        let common = state.forks.iter().zip(&self.applied.forks).take_while(|(a, b)| a == b).count();
+        // side ordered after the boundary (found by the simulators' forced components).
+        let reached = self.resume_after.max(self.applied.seqno).max(self.application_position);
         let diverged =
             (state.forks[common..].iter().chain(&self.applied.forks[common..])).find(|f| f.seqno <= reached).copied();
         // A forced component's boundary is the state we both applied plus its view: with

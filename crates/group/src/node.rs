@@ -79,6 +79,10 @@ pub struct NodeConfig {
     /// from the one after (or a `StateGap` if it no longer holds it). Ignored by a
     /// bootstrap (its application is at the genesis' base seqno) and a first join.
     pub resume_after: Seqno,
+    /// On restart: the last seqno the application holds on this history (its saved
+    /// position, 0 for none), however far back the cache re-delivers: a member whose
+    /// application went past a fork of the group's history learns its history forked.
+    pub application_position: Seqno,
 }
 
 /// Where a submission's outcome goes.
@@ -420,7 +424,11 @@ impl GroupNode {
         let mut member = match config.bootstrap {
             Some(genesis) => Member::bootstrap(info, group, store, genesis, now),
             None if store.last_index() == 0 => Member::join(info, group, store, &[], now),
-            None => Member::restart(info, group, store, &known_ids, now, config.resume_after),
+            None => {
+                let mut member = Member::restart(info, group, store, &known_ids, now, config.resume_after);
+                member.set_application_position(config.application_position);
+                member
+            }
         };
         member.set_rng_seed(fresh_seed(&config.info));
         member.expect_seed_addresses(config.peers.len());

@@ -129,6 +129,7 @@ impl Arbitrator {
             bootstrap: None,
             peers: addresses.peers.clone(),
             resume_after: 0,
+            application_position: 0,
         };
         let node = GroupNode::start_with_sink_and_tls(config, Box::new(Discard { last_view: 0 }), tls)
             .map_err(|e| format!("cannot start group communication on {}: {e}", addresses.listen))?;

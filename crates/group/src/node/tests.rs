@@ -63,6 +63,7 @@ fn config(n: usize, ports: &[u16], dir: &Path, bootstrap: Option<Genesis>, resum
         bootstrap,
         peers: ports.iter().map(|p| format!("localhost:{p}")).collect(),
         resume_after,
+        application_position: 0,
     }
 }
 

@@ -169,6 +169,9 @@ struct Node {
     restart_at_ms: u64,
     /// What the application consumed (it survives crashes, like a database).
     consumed: Seqno,
+    /// An external application's saved position, told to its restarted member (as the
+    /// node's `application_position`).
+    application_position: Seqno,
     /// Left on the simulator's initiative: stop it once out, restart it later.
     leaving: bool,
     /// Request number -> hash of the submitted bytes.
@@ -279,6 +282,7 @@ impl Sim {
                     restart_at_ms: 0,
                     // The bootstrapper's application is at the base seqno.
                     consumed: if id.0 == 1 { base_seqno } else { 0 },
+                    application_position: 0,
                     leaving: false,
                     submitted: BTreeMap::new(),
                     messages: BTreeMap::new(),
@@ -526,6 +530,19 @@ impl Sim {
         self.node(id).member.as_ref().map(|m| m.status())
     }
 
+    /// The external application of member `id` saved its position at `seqno` (0 for none):
+    /// the member's next restart is told it.
+    pub fn set_application_position(&mut self, id: MemberId, seqno: Seqno) {
+        self.nodes[id.0 as usize - 1].application_position = seqno;
+    }
+
+    /// For the external application's checkers: where the order forked, if a component was
+    /// forced, and the members not yet shown to be on the forced side (their deliveries past
+    /// the boundary are the abandoned side's).
+    pub fn fork(&self) -> Option<(Seqno, Vec<MemberId>)> {
+        self.fork.as_ref().map(|f| (f.boundary, f.unsettled().copied().collect()))
+    }
+
     fn node(&self, id: MemberId) -> &Node {
         &self.nodes[id.0 as usize - 1]
     }
@@ -629,6 +646,9 @@ impl Sim {
         let ids: Vec<MemberId> = self.nodes.iter().map(|n| n.info.id).collect();
         let info = self.nodes[i].info.clone();
         let mut member = Member::restart(info, self.config.clone(), store, &ids, self.now_ms, consumed);
+        if self.external {
+            member.set_application_position(self.nodes[i].application_position);
+        }
         member.set_rng_seed(self.rng.next_u64());
         // Its cache counts once every seed had its say (docs/design/group-bootstrap-id.md).
         member.expect_seed_addresses(self.nodes.len());
@@ -750,8 +770,18 @@ impl Sim {
         Ok(())
     }
 
-    /// The operator's `pc.bootstrap=1` on a running member that is not primary, if any.
+    /// Whether the operator is still to force the survivors of a power cut: the members that
+    /// lost power come back only after it, also when the chaos ends meanwhile.
+    pub fn operator_pending(&self) -> bool {
+        self.operator_force_at.is_some()
+    }
+
+    /// The operator's `pc.bootstrap=1` on a running member that is not primary, if any, and
+    /// only while no member is primary.
     fn force_a_survivor(&mut self) -> Result<(), Violation> {
+        if self.nodes.iter().any(|n| n.member.as_ref().is_some_and(|m| m.status().primary)) {
+            return Ok(());
+        }
         let candidates: Vec<MemberId> = (self.nodes.iter())
             .filter(|n| !n.leaving && n.member.as_ref().is_some_and(|m| !m.status().primary))
             .map(|n| n.info.id)
@@ -1051,8 +1081,16 @@ impl Sim {
             self.note(|| format!("{} crash at once: {victims:?}", if whole { "all members" } else { "a majority" }));
             // The survivors are not primary once they miss the majority for the suspect
             // timeout; the operator forces them then, and the others stay down until after.
-            let force =
-                !whole && s.force_after_majority_crash && self.fork.is_none() && self.operator_force_at.is_none();
+            // Not when the survivors weigh more than half (`pc.weight`): they form a primary
+            // component again by themselves, and forcing beside it is two clusters (seed 24163).
+            let weight = |i: usize| u32::from(self.nodes[i].info.weight);
+            let survivors: u32 = (0..n).filter(|i| !victims.contains(i)).map(weight).sum();
+            let outweighed = 2 * survivors <= (0..n).map(weight).sum::<u32>();
+            let force = !whole
+                && outweighed
+                && s.force_after_majority_crash
+                && self.fork.is_none()
+                && self.operator_force_at.is_none();
             let force_in = if force { self.config.suspect_timeout_ms + self.rng.range(500, 3_000) } else { 0 };
             self.operator_force_at = force.then_some(self.now_ms + force_in);
             for victim in victims {
@@ -1159,6 +1197,9 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
     sim.faults = Some(scenario.clone());
     sim.run_for(scenario.chaos_ms)?;
     sim.faults = None;
+    while sim.operator_pending() {
+        sim.step()?;
+    }
     sim.heal();
     for i in 0..sim.nodes.len() {
         sim.restart(MemberId(i as u64 + 1))?;

@@ -22,6 +22,18 @@ fn a_leader_that_removed_itself_and_crashed_does_not_block_every_election() {
     assert!(outcome.acked > 0, "{outcome:?}");
 }
 
+/// Seeds 24163 and 24754, random runs with an operator's forced component. In the first the
+/// survivors of the power cut weighed more than half and formed their primary component
+/// again, beside which the simulator forced another (it no longer forces such survivors). In
+/// the second the member told to force was behind one out of its view, restarted, whose join
+/// view and writesets it had never received: the forcing was not handed over, and the
+/// component dropped what that member applied (docs/design/group-forced-primary.md).
+#[test]
+fn forced_components_of_random_runs_keep_what_their_members_applied() {
+    assert_eq!(run_seed(24163, false).unwrap_or_else(|v| panic!("{v}")).forced, 0);
+    assert_eq!(run_seed(24754, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
+}
+
 #[test]
 fn same_seed_same_history() {
     let a = run_seed(42, false).unwrap();
@@ -367,13 +379,9 @@ fn with_ignore_sb_a_member_cut_off_by_a_partition_rejoins_the_forced_component_w
     assert!(sim.submit_tagged(id(2), b"back".to_vec(), 8, false));
 }
 
-/// mtr `galera_3nodes.galera_pc_bootstrap`: member 1 is cut off, 2 and 3 order a view
-/// without it, then each is cut off too and 2 forces a primary component and takes a
-/// writeset. When the partitions heal, 1 joins 2's component past views only (the view
-/// without it and the forced one, which 2's forced boundary no longer holds): no state gap,
-/// so its running server needs no transfer.
-#[test]
-fn a_member_cut_off_before_the_others_forced_a_component_joins_it_past_views_only() {
+/// Three members whose application took every delivery, then 1 cut off until the others'
+/// view leaves it out.
+fn three_with_1_cut_off() -> (Sim, GroupConfig) {
     let config = GroupConfig::new("sim");
     let mut sim = Sim::new(11, 3, config.clone());
     sim.set_external_application(true);
@@ -383,6 +391,17 @@ fn a_member_cut_off_before_the_others_forced_a_component_joins_it_past_views_onl
     }
     sim.partition(&[0].into());
     sim.run_for(config.suspect_timeout_ms + 5_000).unwrap();
+    (sim, config)
+}
+
+/// mtr `galera_3nodes.galera_pc_bootstrap`: member 1 is cut off, 2 and 3 order a view
+/// without it, then each is cut off too and 2 forces a primary component and takes a
+/// writeset. When the partitions heal, 1 joins 2's component past views only (the view
+/// without it and the forced one, which 2's forced boundary no longer holds): no state gap,
+/// so its running server needs no transfer.
+#[test]
+fn a_member_cut_off_before_the_others_forced_a_component_joins_it_past_views_only() {
+    let (mut sim, config) = three_with_1_cut_off();
     assert_eq!(sim.status(id(2)).unwrap().view.members.len(), 2, "1 is out of the view");
     sim.partition(&[0].into());
     for (a, b) in [(1, 2), (2, 1)] {
@@ -403,6 +422,33 @@ fn a_member_cut_off_before_the_others_forced_a_component_joins_it_past_views_onl
     assert!(!back.iter().any(|k| k == "StateGap"), "{back:?}");
     let s = sim.status(id(1)).unwrap();
     assert!(s.primary && s.view.members.len() == 3, "{s:?}");
+}
+
+/// Seed 13994 of the provider simulator: 1 is cut off; 2 and 3 order a writeset and their
+/// applications apply it, then lose power; 1 is forced primary. Restarted, 2's cache says it
+/// applied less than the fork (the cache keeps its applied state at its purges), but its
+/// application, whose position the node hands over, holds the writeset 1's side never had:
+/// its history forked, which a state gap would hide.
+#[test]
+fn a_restarted_member_whose_application_went_past_a_fork_learns_its_history_forked() {
+    let (mut sim, config) = three_with_1_cut_off();
+    assert!(sim.submit_tagged(id(2), b"majority".to_vec(), 7, false));
+    sim.run_for(1_000).unwrap();
+    for n in 2..=3 {
+        assert!(delivered(&mut sim, n).contains(&"majority".to_owned()));
+        let position = sim.status(id(n)).unwrap().last_seqno;
+        sim.set_application_position(id(n), position);
+        sim.crash(id(n), None);
+    }
+    sim.heal();
+    sim.run_for(config.suspect_timeout_ms + 3_000).unwrap();
+    sim.bootstrap_primary(id(1)).unwrap();
+    sim.run_for(1_000).unwrap();
+    assert!(sim.status(id(1)).unwrap().primary);
+    sim.restart(id(2)).unwrap();
+    sim.run_for(10_000).unwrap();
+    let back = delivered(&mut sim, 2);
+    assert!(back.contains(&"HistoryForked".to_owned()) && !back.contains(&"StateGap".to_owned()), "{back:?}");
 }
 
 #[test]

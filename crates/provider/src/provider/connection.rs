@@ -164,6 +164,7 @@ impl Provider {
             bootstrap: genesis,
             peers: addresses.peers.clone(),
             resume_after: 0,
+            application_position: position.seqno.max(0) as u64,
         };
         let sink =
             CoreSink { provider: Arc::downgrade(self), generation, started: Instant::now(), failure_reported: false };

@@ -1,8 +1,9 @@
 //! The provider simulator: N provider cores, each inside a simulated server (clients, appliers,
 //! row locks, a database), over the group layer's simulator with its faults (message loss,
 //! delay and duplication, partitions, one-way clogged links, crashes of one node, of a
-//! majority and of the whole cluster). One seed gives one run; the checkers in
-//! [`invariants`] judge it. `lockstep sim` runs it.
+//! majority and of the whole cluster, an operator's forced component after a majority's
+//! power cut). One seed gives one run; the checkers in [`invariants`] judge it, following the
+//! forced side of a fork as the group simulator tells it. `lockstep sim` runs it.
 pub mod db;
 pub mod invariants;
 mod node;
@@ -46,6 +47,9 @@ pub struct Outcome {
     /// it back (a restarted node does when its log holds the whole history or reaches its
     /// certification checkpoint), so convergence is not judged.
     pub state_lost: bool,
+    /// An operator forced a component (`pc.bootstrap` after a majority's power cut): the
+    /// checkers followed its side of the order from the fork on.
+    pub forced: bool,
 }
 
 /// A broken guarantee, with the seed that replays it.
@@ -79,6 +83,7 @@ pub struct Sim {
     /// Some node held the group's state, and later none did (until one holds it again).
     state_held: bool,
     state_lost: bool,
+    forked: bool,
     trace: bool,
 }
 
@@ -139,6 +144,7 @@ impl Sim {
             started: vec![0; scenario.members],
             state_held: false,
             state_lost: false,
+            forked: false,
             trace,
         }
     }
@@ -158,6 +164,7 @@ impl Sim {
     fn step(&mut self) -> Result<(), Violation> {
         self.group.step().map_err(|v| self.violation(v.to_string()))?;
         self.now_ms = self.group.now_ms();
+        self.follow_fork();
         self.follow_lifecycles();
         for i in 0..self.nodes.len() {
             let mut env = Env {
@@ -211,6 +218,19 @@ impl Sim {
         Ok(())
     }
 
+    /// The checkers follow the forced side of a fork. Commits acknowledged past the boundary
+    /// were the abandoned side's: causal reads no longer expect them.
+    fn follow_fork(&mut self) {
+        let Some((boundary, apart)) = self.group.fork() else { return };
+        let boundary = boundary as Seqno;
+        if !self.forked {
+            self.forked = true;
+            self.acked_max = self.acked_max.min(boundary);
+            self.nodes.iter_mut().for_each(|n| n.forget_acks_after(boundary));
+        }
+        self.checks.follow_fork(boundary, apart.iter().map(|m| m.0 as usize - 1));
+    }
+
     /// Provider cores follow their group members: a member that crashed takes its server with
     /// it; a member started again starts a new server on the same database.
     fn follow_lifecycles(&mut self) {
@@ -222,6 +242,9 @@ impl Sim {
                 None if node.core_mut().is_some() => {
                     node.crash();
                     self.node_crashes += 1;
+                    // The node's saved position, which its restart hands the group (as
+                    // `application_position`).
+                    self.group.set_application_position(id, node.db.position().seqno.max(0) as u64);
                 }
                 Some(n) if n != self.started[i] => {
                     if node.core_mut().is_some() {
@@ -300,14 +323,14 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
     scenario.leave_per_million = 0;
     scenario.submit_per_million = 0;
     scenario.message_per_million = 0;
-    // The invariants here judge one history; an operator's forced component forks it (the
-    // group simulator follows forks).
-    scenario.force_after_majority_crash = false;
     let mut sim = Sim::new(seed, &scenario, trace);
     sim.run_for(10_000)?;
     sim.group.set_faults(Some(scenario.clone()));
     sim.run_for(scenario.chaos_ms)?;
     sim.group.set_faults(None);
+    while sim.group.operator_pending() {
+        sim.step()?;
+    }
     sim.group.heal();
     for i in 0..sim.nodes.len() {
         sim.group.restart(MemberId(i as u64 + 1)).map_err(|v| sim.violation(v.to_string()))?;
@@ -342,6 +365,7 @@ pub fn run_seed(seed: u64, trace: bool) -> Result<Outcome, Violation> {
         guesses_wrong: sim.nodes.iter().map(|n| n.guesses_wrong).sum(),
         choices_untold: sim.nodes.iter().map(|n| n.choices_untold).sum(),
         state_lost: sim.state_lost,
+        forced: sim.forked,
     })
 }
 
@@ -418,6 +442,27 @@ mod tests {
         for seed in [7, 55, 2843] {
             run_seed(seed, false).unwrap_or_else(|v| panic!("{v}"));
         }
+    }
+
+    /// Seed 13994, among the first with a forced component: the two members of the majority
+    /// that component left restarted with data past the fork, their caches' applied state
+    /// before it. Their group members saw a plain state gap, and their providers took an
+    /// incremental transfer of the forced side on top of the abandoned side's commits; the node
+    /// now hands its position to the group, which finds the fork (`application_position`).
+    #[test]
+    fn a_restarted_node_whose_data_went_past_a_fork_takes_a_full_transfer() {
+        let outcome = run_seed(13994, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.forced);
+    }
+
+    /// Seed 15523: the member that forced a component took its next term, one the old
+    /// majority had already used at the boundary's index. Restarted, the old majority's
+    /// members matched the forced log there and kept their own entries after it, the forced
+    /// side's appended beside them (docs/design/group-forced-primary.md, `forced_term`).
+    #[test]
+    fn a_forced_component_takes_a_term_the_old_side_never_used() {
+        let outcome = run_seed(15523, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.forced);
     }
 
     /// Seed 36811: a synced member fell past what the leader retains (it had donated, five

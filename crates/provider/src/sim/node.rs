@@ -669,6 +669,16 @@ impl Node {
         self.core().release(trx.handle());
     }
 
+    /// The order forked after `boundary`: causal reads under way no longer expect the
+    /// abandoned side's commits past it.
+    pub fn forget_acks_after(&mut self, boundary: Seqno) {
+        for client in &mut self.clients {
+            if let Client::Causal { acked_before, .. } = client {
+                *acked_before = (*acked_before).min(boundary);
+            }
+        }
+    }
+
     fn acked(&mut self, env: &mut Env<'_>, seqno: Seqno, hash: u64) -> Result<(), String> {
         *env.acked_max = (*env.acked_max).max(seqno);
         env.checks.acked(self.index, seqno, hash)

@@ -22,6 +22,10 @@ impl Invariant for AckedPresent {
         Ok(())
     }
 
+    fn on_fork(&mut self, boundary: Seqno) {
+        self.acked.split_off(&(boundary + 1));
+    }
+
     fn at_end(&mut self, end: &End<'_>) -> Result<(), String> {
         if end.state_lost {
             return Ok(());

@@ -26,6 +26,10 @@ impl Invariant for Dependencies {
         Ok(())
     }
 
+    fn on_fork(&mut self, boundary: Seqno) {
+        self.writesets.split_off(&(boundary + 1));
+    }
+
     fn applying(&mut self, node: usize, seqno: Seqno, depends_on: Seqno, db: &Db) -> Result<(), String> {
         if depends_on >= seqno {
             return Err(format!("seqno {seqno} depends on {depends_on}, not an earlier seqno"));

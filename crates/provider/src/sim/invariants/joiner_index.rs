@@ -20,6 +20,10 @@ impl Invariant for JoinerIndex {
         self.sent.insert((node, at), donor_digest);
     }
 
+    fn on_fork(&mut self, boundary: Seqno) {
+        self.sent.retain(|&(_, at), _| at <= boundary);
+    }
+
     fn index_installed(&mut self, node: usize, at: Seqno, digest: u64) -> Result<(), String> {
         match self.sent.remove(&(node, at)) {
             Some(donor) if donor == digest => Ok(()),

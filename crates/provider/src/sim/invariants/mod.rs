@@ -15,6 +15,7 @@ use super::db::Db;
 use crate::certification::Verdict;
 use crate::types::Seqno;
 use lockstep_group::MemberId;
+use std::collections::BTreeSet;
 
 /// One running node at the end of a run.
 pub struct LiveNode<'a> {
@@ -87,12 +88,25 @@ pub trait Invariant {
     fn at_end(&mut self, _end: &End<'_>) -> Result<(), String> {
         Ok(())
     }
+    /// An operator forced a component whose order goes on after `boundary`: what the
+    /// abandoned side ordered past it is lost (the operator's choice), and the forced side
+    /// numbers its own events from there.
+    fn on_fork(&mut self, _boundary: Seqno) {}
+}
+
+/// The order forked after `boundary`; the nodes `apart` are not yet shown to be on the
+/// forced side (the group simulator tells which), so what they do past the boundary is the
+/// abandoned side's, not judged.
+struct Fork {
+    boundary: Seqno,
+    apart: BTreeSet<usize>,
 }
 
 /// Every checker; the first violation wins, named after its checker.
 pub struct Checks {
     checkers: Vec<Box<dyn Invariant>>,
     acked: u64,
+    fork: Option<Fork>,
 }
 
 impl Default for Checks {
@@ -110,6 +124,7 @@ impl Default for Checks {
                 Box::new(converged::Converged),
             ],
             acked: 0,
+            fork: None,
         }
     }
 }
@@ -122,6 +137,20 @@ impl Checks {
         Ok(())
     }
 
+    /// The group's fork, if a component was forced, and who is still apart from its side.
+    /// The first time, every checker forgets what was ordered past the boundary.
+    pub fn follow_fork(&mut self, boundary: Seqno, apart: impl Iterator<Item = usize>) {
+        if self.fork.is_none() {
+            self.checkers.iter_mut().for_each(|c| c.on_fork(boundary));
+        }
+        self.fork = Some(Fork { boundary, apart: apart.collect() });
+    }
+
+    /// What `node` does at `seqno` is the abandoned side's.
+    fn abandoned(&self, node: usize, seqno: Seqno) -> bool {
+        self.fork.as_ref().is_some_and(|f| seqno > f.boundary && f.apart.contains(&node))
+    }
+
     pub fn certified(
         &mut self,
         node: usize,
@@ -129,6 +158,9 @@ impl Checks {
         verdict: Verdict,
         with_group_state: bool,
     ) -> Result<(), String> {
+        if self.abandoned(node, seqno) {
+            return Ok(());
+        }
         self.each(|c| c.certified(node, seqno, verdict, with_group_state))
     }
 
@@ -137,11 +169,17 @@ impl Checks {
     }
 
     pub fn applying(&mut self, node: usize, seqno: Seqno, depends_on: Seqno, db: &Db) -> Result<(), String> {
+        if self.abandoned(node, seqno) {
+            return Ok(());
+        }
         self.each(|c| c.applying(node, seqno, depends_on, db))
     }
 
     pub fn acked(&mut self, node: usize, seqno: Seqno, hash: u64) -> Result<(), String> {
         self.acked += 1;
+        if self.abandoned(node, seqno) {
+            return Ok(());
+        }
         self.each(|c| c.acked(node, seqno, hash))
     }
 
@@ -151,12 +189,18 @@ impl Checks {
     }
 
     pub fn transfer_sent(&mut self, node: usize, at: Seqno, donor_digest: u64) {
+        if self.abandoned(node, at) {
+            return;
+        }
         for c in &mut self.checkers {
             c.transfer_sent(node, at, donor_digest);
         }
     }
 
     pub fn index_installed(&mut self, node: usize, at: Seqno, digest: u64) -> Result<(), String> {
+        if self.abandoned(node, at) {
+            return Ok(());
+        }
         self.each(|c| c.index_installed(node, at, digest))
     }
 
@@ -175,6 +219,9 @@ impl Checks {
     }
 
     pub fn causal_read(&mut self, node: usize, acked_before: Seqno, db: &Db) -> Result<(), String> {
+        if self.abandoned(node, acked_before) {
+            return Ok(());
+        }
         self.each(|c| c.causal_read(node, acked_before, db))
     }
 

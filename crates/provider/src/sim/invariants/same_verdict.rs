@@ -33,4 +33,8 @@ impl Invariant for SameVerdict {
             }
         }
     }
+
+    fn on_fork(&mut self, boundary: Seqno) {
+        self.verdicts.split_off(&(boundary + 1));
+    }
 }
