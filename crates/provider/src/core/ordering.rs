@@ -589,8 +589,9 @@ impl<W: Clone + PartialEq> Core<W> {
     /// unused and goes on with the view that follows, the group's current one, without a
     /// state transfer. The control messages ordered meanwhile are lost with them: the synced
     /// set becomes a guess, which the members that know correct when a donor is chosen
-    /// (docs/design/donor-choice-of-a-guessing-joiner.md). Without state it is a gap like any
-    /// other.
+    /// (docs/design/donor-choice-of-a-guessing-joiner.md). It also comes right after the view
+    /// at that view's seqno, when messages after it were skipped: no seqno to finish then.
+    /// Without state it is a gap like any other.
     fn on_views_missed(&mut self, seqno: Seqno, replayed: bool) {
         if !self.has_state() {
             self.on_gap(seqno, replayed);

@@ -465,6 +465,14 @@ mod tests {
         assert!(outcome.forced);
     }
 
+    /// Seed 16586: a member one seqno behind joined past views only, the snapshot's view
+    /// being its very next seqno, and skipped four control messages without being told
+    /// (docs/design/group-views-only-gap.md).
+    #[test]
+    fn a_member_that_skips_messages_with_a_view_is_told() {
+        run_seed(16586, false).unwrap_or_else(|v| panic!("{v}"));
+    }
+
     /// Seed 36811: a synced member fell past what the leader retains (it had donated, five
     /// members under partitions) and failed, as designed, while an applier waited for its
     /// commit turn. The simulated server took that applier's `NodeFail` for a fault of the

@@ -24,8 +24,11 @@ impl Invariant for ViewsOnlyMissed {
     fn on_deliver(&mut self, member: MemberId, d: &Delivered) -> Result<(), String> {
         match d.kind {
             DeliveredKind::ViewsMissed => {
+                // After a view, at its seqno, it skipped messages only.
                 let from = self.last.get(&member).map_or(1, |last| last + 1);
-                self.skipped.push((member, from, d.seqno));
+                if from <= d.seqno {
+                    self.skipped.push((member, from, d.seqno));
+                }
             }
             DeliveredKind::View(_) | DeliveredKind::Writeset { .. } => {
                 // A writeset delivered there by anyone counts, whoever came first.
