@@ -2434,10 +2434,11 @@ impl<S: LogStore> Member<S> {
         // A forced component's boundary is the state we both applied plus its view: with
         // nothing else skipped, that view is all we missed (Galera: the partition heals with
         // an IST of what followed, not a full transfer).
-        let only_the_forced_view = diverged.is_none()
-            && forced_elsewhere
-            && state.position.index == self.applied.position.index
-            && state.seqno == self.applied.seqno + 1;
+        // Our applied index may be past its boundary at the same seqno: messages ordered on
+        // our side after the last seqno we share, which the forcing member had not applied
+        // (mtr galera_3nodes.galera_pc_bootstrap, now and then: node 3 applied the synced
+        // announcements after the last view before node 2 did, and node 2 forced).
+        let only_the_forced_view = diverged.is_none() && forced_elsewhere && state.seqno == self.applied.seqno + 1;
         // Ahead of us on our own history (every component forced along ours is along its too),
         // with no writeset after what we applied: we missed views and messages only, as a
         // member cut off while the others' component was forced does (mtr

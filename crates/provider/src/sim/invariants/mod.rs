@@ -147,7 +147,7 @@ impl Checks {
     }
 
     /// What `node` does at `seqno` is the abandoned side's.
-    fn abandoned(&self, node: usize, seqno: Seqno) -> bool {
+    pub fn abandoned(&self, node: usize, seqno: Seqno) -> bool {
         self.fork.as_ref().is_some_and(|f| seqno > f.boundary && f.apart.contains(&node))
     }
 
