@@ -651,14 +651,15 @@ impl<S: LogStore> Member<S> {
             return;
         }
         let reconnected = self.closed.remove(&from);
-        if self.is_known(from) {
-            // Only members we know of take room in these tables.
+        // Only members we know of take room in these tables.
+        let known = self.is_known(from);
+        if known {
             self.last_heard_ms.insert(from, self.now_ms);
             self.queue_lengths.insert(from, message.recv_queue);
         }
         let (sender_forks, our_forks) = (message.forks as usize, self.applied.forks.len());
         // Seqnos compare only along one history: past a fork they are different events.
-        if self.is_known(from) && sender_forks == our_forks {
+        if known && sender_forks == our_forks {
             self.applied_by.insert(from, message.applied);
         } else {
             self.applied_by.remove(&from);
@@ -667,6 +668,9 @@ impl<S: LogStore> Member<S> {
         let forced_side = sender_forks > our_forks;
         if forced_side {
             self.forks_heard = Some((sender_forks, self.now_ms));
+            if self.raft.role() == Role::Leader && !self.is_primary() {
+                self.stop_leading_the_side_left(from);
+            }
         }
         // Forced apart, we take no part in a campaign of our old side (the sender's history
         // has no more forks than ours): its component is to be joined, not re-formed.
@@ -1763,8 +1767,7 @@ impl<S: LogStore> Member<S> {
     fn force_primary(&mut self) -> io::Result<()> {
         // Forced already with these members, and its election under way: a request repeated
         // meanwhile (a member handing `pc.bootstrap` over asks again) must not start it over.
-        let just_forced = self.applied.forks.last().is_some_and(|f| f.position == self.applied.position)
-            && self.applied.membership.voters == self.members_in_contact();
+        let just_forced = self.at_forced_boundary() && self.applied.membership.voters == self.members_in_contact();
         if self.is_primary() || !self.applied.view.contains(self.info.id) || just_forced {
             return Ok(());
         }
@@ -1822,6 +1825,11 @@ impl<S: LogStore> Member<S> {
             self.reset_election_timer();
         }
         Ok(())
+    }
+
+    /// Nothing applied since a component was forced: its election may still be under way.
+    fn at_forced_boundary(&self) -> bool {
+        self.applied.forks.last().is_some_and(|f| f.position == self.applied.position)
     }
 
     /// Before a forced primary component drops the log after `applied`: our writesets and
@@ -1904,6 +1912,25 @@ impl<S: LogStore> Member<S> {
         self.forks_heard.is_some_and(|(forks, at)| {
             forks > self.applied.forks.len() && self.now_ms < at + self.config.suspect_timeout_ms
         })
+    }
+
+    /// A leader without a quorum hears a member of a component forced without one: the
+    /// component this member led is the one that component left. Leading on would let old
+    /// members that restart, with the acknowledgements the forcing member gave before it
+    /// forced, commit entries on the side left, which its clients would lose on joining the
+    /// forced one (group simulator, seed 34465: a surviving leader committed that way 600 ms
+    /// after the forcing, whose first campaign had come to nothing, and its client's commit
+    /// was lost). It follows from now on, and campaigns on the old side no more
+    /// (`forced_apart`).
+    fn stop_leading_the_side_left(&mut self, from: MemberId) {
+        log::info!(
+            "{}: {from} is of a component forced without a quorum, and this member's component has none: it stops \
+             leading",
+            self.info.id
+        );
+        self.raft.step_down();
+        self.leader = None;
+        self.reset_election_timer();
     }
 
     fn may_campaign(&self, from: MemberId) -> bool {
@@ -2629,6 +2656,13 @@ impl<S: LogStore> Member<S> {
         let (min, max) = (self.config.election_timeout_min_ms, self.config.election_timeout_max_ms);
         let wait = if self.raft.role() == Role::Leader {
             self.config.heartbeat_interval_ms
+        } else if self.leader.is_none() && self.at_forced_boundary() {
+            // A forced component's election, again within a heartbeat or two until it has a
+            // leader: the leader of the side it left leads on until a message of ours reaches
+            // it (`stop_leading_the_side_left`), and a lost campaign would leave it an
+            // election timeout to commit there.
+            let heartbeat = self.config.heartbeat_interval_ms;
+            self.rng.range(heartbeat, 2 * heartbeat)
         } else if self.info.arbitrator {
             // A member with data normally wins first; the arbitrator stands only when none
             // can, having entries that none of them has (see `hand_over_lead`).

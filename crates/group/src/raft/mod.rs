@@ -484,6 +484,13 @@ impl Consensus {
         self.node.heartbeat();
     }
 
+    /// Leader: a follower again in the same term, its log and vote kept. The commit index
+    /// restarts at the snapshot boundary until a leader tells it.
+    pub fn step_down(&mut self) {
+        let node = &self.node;
+        self.node = Node::restart(node.id(), node.current_term(), node.voted_for(), node.log().clone());
+    }
+
     pub fn handle_election_timeout(&mut self) {
         self.node.handle_election_timeout();
     }

@@ -27,11 +27,15 @@ fn a_leader_that_removed_itself_and_crashed_does_not_block_every_election() {
 /// again, beside which the simulator forced another (it no longer forces such survivors). In
 /// the second the member told to force was behind one out of its view, restarted, whose join
 /// view and writesets it had never received: the forcing was not handed over, and the
-/// component dropped what that member applied (docs/design/group-forced-primary.md).
+/// component dropped what that member applied (docs/design/group-forced-primary.md). In seed
+/// 34465 the other survivor led the component left, without a quorum; the forcing member's
+/// first campaign came to nothing, the leader led on, and with a restarted member's acknowledgement and the forcing
+/// member's earlier ones committed a client's writeset, lost when it joined the forced side.
 #[test]
 fn forced_components_of_random_runs_keep_what_their_members_applied() {
     assert_eq!(run_seed(24163, false).unwrap_or_else(|v| panic!("{v}")).forced, 0);
     assert_eq!(run_seed(24754, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
+    assert_eq!(run_seed(34465, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
 }
 
 #[test]
@@ -450,6 +454,50 @@ fn a_restarted_member_whose_application_went_past_a_fork_learns_its_history_fork
     sim.run_for(10_000).unwrap();
     let back = delivered(&mut sim, 2);
     assert!(back.contains(&"HistoryForked".to_owned()) && !back.contains(&"StateGap".to_owned()), "{back:?}");
+}
+
+/// Five members; a power cut leaves the leader and one follower, which holds the leader's
+/// later entries unapplied. That follower forces a component and drops them, but its
+/// campaign never comes to an election (the leader's answers are held up). The old leader
+/// hears the campaign and must stop leading: led on, it would commit those entries as soon
+/// as a member restarts (the forcing member's acknowledgements count), and acknowledge a
+/// commit lost when it joins the forced side (group simulator, seed 34465).
+#[test]
+fn the_surviving_leader_of_the_side_a_forced_component_left_stops_leading_when_it_hears_of_it() {
+    let mut sim = formed(5);
+    let config = GroupConfig::new("sim");
+    let leader = sim.status(id(1)).unwrap().leader.expect("a leader").0;
+    let follower = (1..=5).find(|&n| n != leader).unwrap();
+    let victims: Vec<u64> = (1..=5).filter(|&n| n != leader && n != follower).collect();
+    // Sent to every member as the power cut comes: only the follower receives them.
+    for i in 0..3 {
+        assert!(sim.submit(id(leader), format!("unordered-{i}").into_bytes()));
+    }
+    for &n in &victims {
+        sim.crash(id(n), None);
+    }
+    sim.run_for(config.suspect_timeout_ms + 3_000).unwrap();
+    assert!(!sim.status(id(leader)).unwrap().primary);
+    sim.clog(id(leader), id(follower), 5_000);
+    sim.bootstrap_primary(id(follower)).unwrap();
+    sim.run_for(300).unwrap();
+    sim.restart(id(victims[0])).unwrap();
+    sim.run_for(2_000).unwrap();
+    let old = sim.status(id(leader)).unwrap();
+    assert!(old.leader != Some(id(leader)) && !old.primary, "{old:?}");
+    sim.run_for(10_000).unwrap();
+    for &n in &victims[1..] {
+        sim.restart(id(n)).unwrap();
+    }
+    sim.run_for(20_000).unwrap();
+    sim.counting_probes = true;
+    assert!(sim.submit(id(leader), b"after".to_vec()));
+    sim.run_for(5_000).unwrap();
+    sim.finish().unwrap_or_else(|v| panic!("{v}"));
+    for n in 1..=5 {
+        let s = sim.status(id(n)).unwrap();
+        assert!(s.primary && s.view.members.len() == 5, "{s:?}");
+    }
 }
 
 #[test]

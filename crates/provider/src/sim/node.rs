@@ -681,10 +681,10 @@ impl Node {
 
     fn acked(&mut self, env: &mut Env<'_>, seqno: Seqno, hash: u64) -> Result<(), String> {
         // A commit of the side a forced component left is not one causal reads must see.
-        if !env.checks.abandoned(self.index, seqno) {
+        if env.checks.acked(self.index, seqno, hash)? {
             *env.acked_max = (*env.acked_max).max(seqno);
         }
-        env.checks.acked(self.index, seqno, hash)
+        Ok(())
     }
 
     fn replay(

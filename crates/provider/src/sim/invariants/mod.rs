@@ -175,12 +175,14 @@ impl Checks {
         self.each(|c| c.applying(node, seqno, depends_on, db))
     }
 
-    pub fn acked(&mut self, node: usize, seqno: Seqno, hash: u64) -> Result<(), String> {
+    /// Whether the commit counts: not one of the side a forced component left.
+    pub fn acked(&mut self, node: usize, seqno: Seqno, hash: u64) -> Result<bool, String> {
         self.acked += 1;
         if self.abandoned(node, seqno) {
-            return Ok(());
+            return Ok(false);
         }
-        self.each(|c| c.acked(node, seqno, hash))
+        self.each(|c| c.acked(node, seqno, hash))?;
+        Ok(true)
     }
 
     /// Commits acknowledged so far.
