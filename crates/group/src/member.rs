@@ -696,6 +696,9 @@ impl<S: LogStore> Member<S> {
                 {
                     return;
                 }
+                if behind_a_fork && self.raft.role() == Role::Leader && raft.reply_last_index().is_some() {
+                    self.send_forced_boundary(from);
+                }
                 self.receive_raft(from, raft, payloads, call, message.leader_primary, forced_side);
                 if self.leader == Some(from) {
                     for (id, len) in message.queue_table {
@@ -1827,6 +1830,19 @@ impl<S: LogStore> Member<S> {
         Ok(())
     }
 
+    /// Leader: a follower whose history lacks a fork ours went through answered our append.
+    /// Its log is the side left's, numbered alike, and Raft alone may never bring it over: a
+    /// log longer than ours looks ahead of us, one compacted past our boundary looks as if it
+    /// held our entries (group simulator, seed 41923: a restarted member that had applied
+    /// past the boundary's index followed the forced leader's heartbeats for good, never
+    /// applying; once our log grew past its own, Raft would have stopped it on a mismatch with
+    /// its snapshot). Our boundary, sent as Raft sends it to a follower too far behind, starts
+    /// it over on our history (`install_snapshot`).
+    fn send_forced_boundary(&mut self, to: MemberId) {
+        let state = self.store.boundary().clone();
+        self.send(to, Body::Snapshot(state));
+    }
+
     /// Nothing applied since a component was forced: its election may still be under way.
     fn at_forced_boundary(&self) -> bool {
         self.applied.forks.last().is_some_and(|f| f.position == self.applied.position)
@@ -2429,6 +2445,15 @@ impl<S: LogStore> Member<S> {
         let forced_elsewhere =
             behind && (state.position.term > self.applied.position.term || state.forks.len() > common);
         if self.leader != Some(from) || (behind && !forced_elsewhere) {
+            return;
+        }
+        if forced_elsewhere && state.position.index < self.store.boundary().position.index {
+            // Our cache was purged past the forced boundary, so it cannot be cut back to it
+            // (group simulator, seed 41923: a restarted member of the side left, its cache
+            // from a checkpoint 565 entries past the boundary, stopped on it). Like a member
+            // whose own component was forced, we join as a new member; our application,
+            // past the boundary, takes a full transfer (docs/design/group-forked-history.md).
+            self.start_over.get_or_insert(StartOver::Forked(from));
             return;
         }
         if forced_elsewhere {

@@ -1003,10 +1003,10 @@ impl Driver {
             ),
             // A Note: the component was forced on an operator's word, as the forcing is.
             StartOver::Forked(primary) => log::info!(
-                "{}: member {primary} is in a primary component of this cluster without this member, which was \
-                 primary alone by its own cache: one of the two components was forced without a quorum \
-                 (pc.ignore_sb, pc.bootstrap) and their histories differ. This member's cache is discarded; it \
-                 joins that component as a new member and its data takes a full state transfer",
+                "{}: member {primary} is in a primary component of this cluster whose history forked from this \
+                 member's cache: a component was forced without a quorum (pc.ignore_sb, pc.bootstrap). This \
+                 member's cache is discarded; it joins that component as a new member and its data takes a full \
+                 state transfer",
                 info.id
             ),
         }

@@ -31,11 +31,15 @@ fn a_leader_that_removed_itself_and_crashed_does_not_block_every_election() {
 /// 34465 the other survivor led the component left, without a quorum; the forcing member's
 /// first campaign came to nothing, the leader led on, and with a restarted member's acknowledgement and the forcing
 /// member's earlier ones committed a client's writeset, lost when it joined the forced side.
+/// In seed 41923 a restarted member of the side left, its cache purged past the forced
+/// boundary, followed the forced leader without ever applying: it must start over as a new
+/// member (docs/design/group-forked-history.md).
 #[test]
 fn forced_components_of_random_runs_keep_what_their_members_applied() {
     assert_eq!(run_seed(24163, false).unwrap_or_else(|v| panic!("{v}")).forced, 0);
     assert_eq!(run_seed(24754, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
     assert_eq!(run_seed(34465, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
+    assert_eq!(run_seed(41923, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
 }
 
 #[test]
