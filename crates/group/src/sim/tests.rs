@@ -29,8 +29,9 @@ fn a_leader_that_removed_itself_and_crashed_does_not_block_every_election() {
 /// view and writesets it had never received: the forcing was not handed over, and the
 /// component dropped what that member applied (docs/design/group-forced-primary.md). In seed
 /// 34465 the other survivor led the component left, without a quorum; the forcing member's
-/// first campaign came to nothing, the leader led on, and with a restarted member's acknowledgement and the forcing
-/// member's earlier ones committed a client's writeset, lost when it joined the forced side.
+/// first campaign came to nothing, the leader led on, and with a restarted member's
+/// acknowledgement and the forcing member's earlier ones committed a client's writeset,
+/// lost when it joined the forced side.
 /// In seed 41923 a restarted member of the side left, its cache purged past the forced
 /// boundary, followed the forced leader without ever applying: it must start over as a new
 /// member (docs/design/group-forked-history.md).
