@@ -1739,6 +1739,12 @@ impl<S: LogStore> Member<S> {
                 );
             }
             self.send(ahead, Body::ForcePrimary);
+            if self.raft.role() == Role::Leader {
+                // Leading on, we would form the side left again with its members that restart
+                // while the other forces, beside the forced component (group simulator, seed
+                // 58759: a commit acknowledged there was lost when we joined the forced one).
+                self.step_down();
+            }
             let until_ms = self.forcing.map_or(self.now_ms + self.config.suspect_timeout_ms, |h| h.until_ms);
             let next_ms = self.now_ms + self.config.heartbeat_interval_ms;
             self.forcing = Some(HandedForce { to: ahead, applied: self.applied.seqno, until_ms, next_ms });
@@ -1944,6 +1950,11 @@ impl<S: LogStore> Member<S> {
              leading",
             self.info.id
         );
+        self.step_down();
+    }
+
+    /// A leader follows from now on, in the same term (`Consensus::step_down`).
+    fn step_down(&mut self) {
         self.raft.step_down();
         self.leader = None;
         self.reset_election_timer();

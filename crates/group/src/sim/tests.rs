@@ -34,13 +34,17 @@ fn a_leader_that_removed_itself_and_crashed_does_not_block_every_election() {
 /// lost when it joined the forced side.
 /// In seed 41923 a restarted member of the side left, its cache purged past the forced
 /// boundary, followed the forced leader without ever applying: it must start over as a new
-/// member (docs/design/group-forked-history.md).
+/// member (docs/design/group-forked-history.md). In seed 58759 the leader told
+/// `pc.bootstrap`, without a quorum, handed the forcing to a member that applied more and
+/// led on: members of the side left restarted meanwhile, and it formed that side's component
+/// again, where a commit it acknowledged was lost.
 #[test]
 fn forced_components_of_random_runs_keep_what_their_members_applied() {
     assert_eq!(run_seed(24163, false).unwrap_or_else(|v| panic!("{v}")).forced, 0);
     assert_eq!(run_seed(24754, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
     assert_eq!(run_seed(34465, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
     assert_eq!(run_seed(41923, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
+    assert_eq!(run_seed(58759, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
 }
 
 #[test]
