@@ -697,7 +697,13 @@ impl<S: LogStore> Member<S> {
                     return;
                 }
                 if behind_a_fork && self.raft.role() == Role::Leader && raft.reply_last_index().is_some() {
-                    self.send_forced_boundary(from);
+                    // Its log is the side left's, numbered alike, and Raft alone may never
+                    // bring it over: a log longer than ours looks ahead of us, one compacted
+                    // past our boundary looks as if it held our entries (group simulator, seed
+                    // 41923: a restarted member that had applied past the boundary's index
+                    // followed our heartbeats for good, never applying). Our boundary starts it
+                    // over on our history (`install_snapshot`).
+                    self.send_boundary(from);
                 }
                 self.receive_raft(from, raft, payloads, call, message.leader_primary, forced_side);
                 if self.leader == Some(from) {
@@ -1428,10 +1434,7 @@ impl<S: LogStore> Member<S> {
                         self.replayed_through = self.replayed_through.min(after);
                     }
                     Action::Send { to, message } => sends.push((to, message)),
-                    Action::NeedsSnapshot(peer) => {
-                        let state = self.store.boundary().clone();
-                        self.send(peer, Body::Snapshot(state));
-                    }
+                    Action::NeedsSnapshot(peer) => self.send_boundary(peer),
                 }
             }
             self.staged.clear();
@@ -1836,15 +1839,9 @@ impl<S: LogStore> Member<S> {
         Ok(())
     }
 
-    /// Leader: a follower whose history lacks a fork ours went through answered our append.
-    /// Its log is the side left's, numbered alike, and Raft alone may never bring it over: a
-    /// log longer than ours looks ahead of us, one compacted past our boundary looks as if it
-    /// held our entries (group simulator, seed 41923: a restarted member that had applied
-    /// past the boundary's index followed the forced leader's heartbeats for good, never
-    /// applying; once our log grew past its own, Raft would have stopped it on a mismatch with
-    /// its snapshot). Our boundary, sent as Raft sends it to a follower too far behind, starts
-    /// it over on our history (`install_snapshot`).
-    fn send_forced_boundary(&mut self, to: MemberId) {
+    /// Leader: our boundary (the state the log begins after) to a follower whose log cannot
+    /// continue ours, as Raft sends a snapshot to one too far behind.
+    fn send_boundary(&mut self, to: MemberId) {
         let state = self.store.boundary().clone();
         self.send(to, Body::Snapshot(state));
     }
