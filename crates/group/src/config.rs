@@ -61,6 +61,9 @@ pub struct GroupConfig {
     /// makes the members it still hears from the whole group, without a quorum of the old
     /// one (docs/design/group-forced-primary.md). Split brain is then possible by design.
     pub ignore_split_brain: bool,
+    /// Galera `pc.npvo`: when two primary components of one cluster meet, the newer one (the
+    /// one forced last) goes on and the older one ends; by default the older goes on.
+    pub newer_primary_overrides: bool,
     /// `socket.compression` (ours): what this member sends with writesets in it goes
     /// deflated, so a link between sites carries fewer bytes, for some CPU at both ends.
     /// Peers read compressed messages whatever their own setting.
@@ -159,6 +162,7 @@ impl GroupConfig {
             max_pending_submits: 8192,
             gcache_bytes: 128 << 20,
             ignore_split_brain: false,
+            newer_primary_overrides: false,
             compress: false,
             thread_start: ThreadStart::default(),
             allowlist: Allowlist::default(),

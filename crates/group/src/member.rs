@@ -20,8 +20,10 @@ use std::io;
 
 mod cache_read;
 mod handover;
+mod split_brain;
 pub use cache_read::CacheRead;
 use handover::{Handover, WriteTally};
+use split_brain::{Conflict, History};
 
 /// The slowest transfer rate to a working peer the leader allows a message that takes
 /// longer than a heartbeat interval at that rate (over 1 MiB by default) before it assumes
@@ -185,6 +187,14 @@ pub struct Member<S: LogStore> {
     /// The most forced boundaries a member's history had, and when we last heard of it: with
     /// more than ours, ours was forced apart from it (`forced_apart`).
     forks_heard: Option<(usize, u64)>,
+    /// Follower: our leader's history is ours (`primary_on_own_history`).
+    leader_same_history: bool,
+    /// When a primary member with a forked history probes the members outside its view next.
+    next_probe_ms: u64,
+    /// Members of primary components of other histories heard while ours is primary.
+    conflicts: BTreeMap<MemberId, Conflict>,
+    /// The member whose component we logged as ending, once.
+    conflict_logged: Option<MemberId>,
     /// Members to send join requests to besides the directory (the cluster address).
     seeds: BTreeSet<MemberId>,
     /// Our bootstrap id as the cache names it, before the log's genesis is applied again.
@@ -393,6 +403,10 @@ impl<S: LogStore> Member<S> {
             applied_by: BTreeMap::new(),
             forcing: None,
             forks_heard: None,
+            leader_same_history: true,
+            next_probe_ms: 0,
+            conflicts: BTreeMap::new(),
+            conflict_logged: None,
             seeds: BTreeSet::new(),
             cached_group: 0,
             other_bootstrap_peers: BTreeSet::new(),
@@ -620,6 +634,7 @@ impl<S: LogStore> Member<S> {
             }
         }
         self.settle_handover();
+        self.probe_other_components();
         self.watch_primary();
         self.settle_weight();
         self.forward_held();
@@ -653,10 +668,19 @@ impl<S: LogStore> Member<S> {
         let reconnected = self.closed.remove(&from);
         // Only members we know of take room in these tables.
         let known = self.is_known(from);
+        let history = self.history_of(message.forks, message.fork_term);
         if known {
-            self.last_heard_ms.insert(from, self.now_ms);
+            // A member of a history ours is not on is of another component: it counts
+            // toward no quorum of ours (a leader of the side a forced component left counted
+            // the forcing member's own messages, and so thought itself primary).
+            if history == History::Other {
+                self.last_heard_ms.remove(&from);
+            } else {
+                self.last_heard_ms.insert(from, self.now_ms);
+            }
             self.queue_lengths.insert(from, message.recv_queue);
         }
+        self.check_conflicting_primary(from, message.forks, message.fork_term, message.primary, history);
         let (sender_forks, our_forks) = (message.forks as usize, self.applied.forks.len());
         // Seqnos compare only along one history: past a fork they are different events.
         if known && sender_forks == our_forks {
@@ -706,6 +730,10 @@ impl<S: LogStore> Member<S> {
                     self.send_boundary(from);
                 }
                 self.receive_raft(from, raft, payloads, call, message.leader_primary, forced_side);
+                if self.leader == Some(from) {
+                    // After the call: it may have brought us onto the leader's history.
+                    self.leader_same_history = self.history_of(message.forks, message.fork_term) == History::Same;
+                }
                 if self.leader == Some(from) {
                     for (id, len) in message.queue_table {
                         if id != self.info.id && id != from && self.is_known(id) {
@@ -2214,7 +2242,9 @@ impl<S: LogStore> Member<S> {
             recv_queue: self.own_queue_len(),
             applied: self.applied.seqno,
             forks: u32::try_from(self.applied.forks.len()).unwrap_or(u32::MAX),
+            fork_term: self.fork_term(),
             leader_primary: is_leader && self.leads_primary(),
+            primary: self.primary_on_own_history(),
             queue_table,
             body,
         }
@@ -3206,7 +3236,9 @@ mod tests {
             recv_queue: 0,
             applied: 0,
             forks: 0,
+            fork_term: 0,
             leader_primary: false,
+            primary: false,
             queue_table: vec![],
             body,
         };
@@ -3243,7 +3275,9 @@ mod tests {
             recv_queue: 0,
             applied: 0,
             forks: 0,
+            fork_term: 0,
             leader_primary: false,
+            primary: false,
             queue_table: vec![],
             body: Body::Forward { request, data: b"ws".to_vec() },
         };

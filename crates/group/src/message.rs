@@ -23,8 +23,14 @@ pub struct Message {
     /// How many components were forced along the sender's history (`AppliedState::forks`):
     /// a member ignores the Raft calls of one whose history lacks a fork its own went through.
     pub forks: u32,
+    /// The term of the last of those forced boundaries (0 if none): two histories forced
+    /// apart the same number of times differ there.
+    pub fork_term: u64,
     /// Set by a leader in contact with a quorum: receivers are then primary.
     pub leader_primary: bool,
+    /// The sender is in a primary component: one of another history meeting ours is a split
+    /// brain one side ends (`Member::conflicting_primary`).
+    pub primary: bool,
     /// From a leader: every member's receive-queue length as it last heard.
     pub queue_table: Vec<(MemberId, u32)>,
     pub body: Body,
@@ -235,7 +241,9 @@ impl Message {
             .u32(self.recv_queue)
             .u64(self.applied)
             .u32(self.forks)
+            .u64(self.fork_term)
             .bool(self.leader_primary)
+            .bool(self.primary)
             .len(self.queue_table.len());
         for (id, len) in &self.queue_table {
             w.u64(id.0).u32(*len);
@@ -339,7 +347,9 @@ impl Message {
         let recv_queue = r.u32()?;
         let applied = r.u64()?;
         let forks = r.u32()?;
+        let fork_term = r.u64()?;
         let leader_primary = r.bool()?;
+        let primary = r.bool()?;
         let n = r.len(12)?;
         let queue_table =
             (0..n).map(|_| Ok((MemberId::decode(&mut r)?, r.u32()?))).collect::<Result<_, DecodeError>>()?;
@@ -406,7 +416,19 @@ impl Message {
             _ => return Err(DecodeError("unknown message body")),
         };
         r.finish()?;
-        Ok(Self { from, group, term, recv_queue, applied, forks, leader_primary, queue_table, body })
+        Ok(Self {
+            from,
+            group,
+            term,
+            recv_queue,
+            applied,
+            forks,
+            fork_term,
+            leader_primary,
+            primary,
+            queue_table,
+            body,
+        })
     }
 }
 
@@ -470,7 +492,9 @@ pub(crate) mod tests {
             recv_queue: 0,
             applied: 0,
             forks: 0,
+            fork_term: 0,
             leader_primary: false,
+            primary: false,
             queue_table: Vec::new(),
             body,
         }

@@ -70,6 +70,7 @@ const START_ONLY: &[&str] = &[
     "gmcast.segment",
     "ist.recv_addr",
     "ist.recv_bind",
+    "pc.npvo",
     "repl.commit_order",
     "socket.compression",
     "socket.ssl",

@@ -37,7 +37,11 @@ fn a_leader_that_removed_itself_and_crashed_does_not_block_every_election() {
 /// member (docs/design/group-forked-history.md). In seed 58759 the leader told
 /// `pc.bootstrap`, without a quorum, handed the forcing to a member that applied more and
 /// led on: members of the side left restarted meanwhile, and it formed that side's component
-/// again, where a commit it acknowledged was lost.
+/// again, where a commit it acknowledged was lost. In seed 69712 members of the side left,
+/// restarted one after the other, each took the forced leader's appends before its boundary
+/// and said they were primary: taken for a primary component of their own history, they made
+/// the forced component end (docs/design/group-forced-primary.md, "Two primary components
+/// meet").
 #[test]
 fn forced_components_of_random_runs_keep_what_their_members_applied() {
     assert_eq!(run_seed(24163, false).unwrap_or_else(|v| panic!("{v}")).forced, 0);
@@ -45,6 +49,7 @@ fn forced_components_of_random_runs_keep_what_their_members_applied() {
     assert_eq!(run_seed(34465, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
     assert_eq!(run_seed(41923, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
     assert_eq!(run_seed(58759, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
+    assert_eq!(run_seed(69712, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
 }
 
 #[test]
@@ -507,6 +512,91 @@ fn the_surviving_leader_of_the_side_a_forced_component_left_stops_leading_when_i
         let s = sim.status(id(n)).unwrap();
         assert!(s.primary && s.view.members.len() == 5, "{s:?}");
     }
+}
+
+/// Member 3, cut off from the primary component of 1 and 2, is told `pc.bootstrap` and forms
+/// a component of its own; both take writesets; the partition heals. Galera's "conflicting
+/// prims": one side ends. By default (`pc.npvo=false`) the older one goes on, with
+/// `pc.npvo=true` the newer. The side that ends starts over as new members of the other
+/// (their applications take a full transfer: `history_forked`); nobody on the side that goes
+/// on notices more than a join.
+fn two_primary_components_meet(newer_overrides: bool) -> Sim {
+    let mut config = GroupConfig::new("sim");
+    config.newer_primary_overrides = newer_overrides;
+    let mut sim = Sim::new(9, 3, config.clone());
+    sim.set_external_application(true);
+    sim.run_for(10_000).unwrap();
+    sim.partition(&[2].into());
+    sim.run_for(config.suspect_timeout_ms + 3_000).unwrap();
+    assert!(!sim.status(id(3)).unwrap().primary);
+    sim.bootstrap_primary(id(3)).unwrap();
+    sim.run_for(2_000).unwrap();
+    for n in 1..=3 {
+        assert!(sim.status(id(n)).unwrap().primary, "{n}");
+        assert!(sim.submit_tagged(id(n), format!("before the heal on {n}").into_bytes(), n, false));
+    }
+    sim.run_for(2_000).unwrap();
+    for n in 1..=3 {
+        delivered(&mut sim, n);
+    }
+    sim.heal();
+    // Probes every half suspect timeout; the conflict must last a suspect timeout.
+    sim.run_for(3 * config.suspect_timeout_ms + 10_000).unwrap();
+    sim
+}
+
+#[test]
+fn two_primary_components_that_meet_keep_the_older_and_the_newer_joins_it_afresh() {
+    let mut sim = two_primary_components_meet(false);
+    for n in 1..=3 {
+        let s = sim.status(id(n)).unwrap();
+        assert!(s.primary && s.view.members.len() == 3, "{s:?}");
+        assert_eq!(s.history_forked, n == 3, "{s:?}");
+    }
+    // Its new deliveries repeat seqnos it delivered on its side, which the checkers (made for
+    // a forced side that goes on) take for one history: its state tells instead.
+    let (winner, rejoined) = (sim.status(id(1)).unwrap(), sim.status(id(3)).unwrap());
+    assert_eq!(rejoined.last_seqno, winner.last_seqno);
+    let seen = delivered(&mut sim, 1);
+    assert!(seen.iter().all(|k| k.starts_with("view ")), "nothing on the side that goes on but the join: {seen:?}");
+}
+
+#[test]
+fn with_npvo_two_primary_components_that_meet_keep_the_newer_and_the_older_joins_it_afresh() {
+    let mut sim = two_primary_components_meet(true);
+    for n in 1..=3 {
+        let s = sim.status(id(n)).unwrap();
+        assert!(s.primary && s.view.members.len() == 3, "{s:?}");
+        assert_eq!(s.history_forked, n != 3, "{s:?}");
+    }
+    assert!(delivered(&mut sim, 1).contains(&"before the heal on 3".to_string()));
+    assert!(sim.submit(id(1), b"after".to_vec()));
+}
+
+/// Two members with `pc.ignore_sb`, split by a partition: each forces a component of its own
+/// (a split brain, as the option allows). When the partition heals one of them (the one
+/// whose forced term is greater counts as newer) joins the other afresh.
+#[test]
+fn with_ignore_sb_on_both_sides_of_a_partition_one_side_joins_the_other_when_it_heals() {
+    let config = GroupConfig::new("sim");
+    let mut sim = Sim::new(9, 2, config.clone());
+    sim.run_for(10_000).unwrap();
+    for n in 1..=2 {
+        sim.set_ignore_split_brain(id(n), true);
+    }
+    sim.partition(&[1].into());
+    sim.run_for(config.suspect_timeout_ms + 3_000).unwrap();
+    for n in 1..=2 {
+        let s = sim.status(id(n)).unwrap();
+        assert!(s.primary && s.view.members.len() == 1, "{s:?}");
+    }
+    sim.heal();
+    sim.run_for(3 * config.suspect_timeout_ms + 10_000).unwrap();
+    let states: Vec<_> = (1..=2).map(|n| sim.status(id(n)).unwrap()).collect();
+    for s in &states {
+        assert!(s.primary && s.view.members.len() == 2, "{s:?}");
+    }
+    assert_eq!(states.iter().filter(|s| s.history_forked).count(), 1, "{states:?}");
 }
 
 #[test]

@@ -38,8 +38,10 @@ use std::time::{Duration, Instant};
 /// every state request is answered with the donor choice of the members that know; 15: a
 /// probe's answer says whether its sender is primary without the prober; 16: every message
 /// carries its sender's applied seqno, a member hands `pc.bootstrap` to one that applied more,
-/// and forced boundaries in a state carry their seqnos).
-pub const PROTOCOL_VERSION: u32 = 16;
+/// and forced boundaries in a state carry their seqnos; 17: every message says the term of
+/// its sender's last forced boundary and whether it is primary, and a primary member with a
+/// forked history probes the members outside its view).
+pub const PROTOCOL_VERSION: u32 = 17;
 /// From accepting a connection to its peer's hello, TLS handshake included.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest record accepted before the peer's hello.

@@ -384,8 +384,23 @@ impl<W: Clone + PartialEq> Core<W> {
     /// our position stops counting as a place in it, whatever its seqno, so the state
     /// transfer is a full one. The saved state says so at once, and until that transfer is
     /// installed: a restart in between must not trust the server's own position either.
+    /// A running node whose member started over so (its primary component met one of
+    /// another history and yielded to it: docs/design/group-forced-primary.md, "Two primary
+    /// components meet") holds data of the side that ended: it stops, and its saved state
+    /// asks for a full transfer.
     pub fn history_forked(&mut self) {
-        if self.phase != Phase::Opening || self.forked {
+        if self.forked || self.inconsistent {
+            return;
+        }
+        if self.phase.app_ready() {
+            self.fail_inconsistent(
+                "this node's primary component met another of this cluster with a different history and ended (a \
+                 component forced without a quorum, pc.npvo): its data is not the cluster's and it needs a full state \
+                 transfer",
+            );
+            return;
+        }
+        if self.phase != Phase::Opening {
             return;
         }
         log::info!(

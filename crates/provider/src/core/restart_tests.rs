@@ -240,3 +240,16 @@ fn applying_past_a_fork_on_the_abandoned_side_takes_a_full_transfer() {
     let (_, saved) = running.take_effects().save.expect("saved");
     assert_eq!(saved.position, Gtid::UNDEFINED);
 }
+
+/// A running node whose member started over as a new member of another primary component
+/// (its own met that one and yielded to it: docs/design/group-forced-primary.md, "Two
+/// primary components meet") stops, and its saved state asks for a full transfer.
+#[test]
+fn a_running_node_whose_history_forked_stops_and_asks_for_a_full_transfer() {
+    let (mut running, _) = test_synced_with_other(test_settings());
+    running.take_effects();
+    running.history_forked();
+    assert!(running.is_failed());
+    let (_, saved) = running.take_effects().save.expect("saved");
+    assert_eq!(saved.position, Gtid::UNDEFINED);
+}

@@ -166,8 +166,13 @@ impl Provider {
             resume_after: 0,
             application_position: position.seqno.max(0) as u64,
         };
-        let sink =
-            CoreSink { provider: Arc::downgrade(self), generation, started: Instant::now(), failure_reported: false };
+        let sink = CoreSink {
+            provider: Arc::downgrade(self),
+            generation,
+            started: Instant::now(),
+            failure_reported: false,
+            history_forked_reported: false,
+        };
         let node = match GroupNode::start_with_sink_and_tls(config, Box::new(sink), tls) {
             Ok(node) => node,
             Err(e) => {
@@ -391,6 +396,7 @@ pub(crate) fn group_config(cluster_name: &str, options: &Options) -> GroupConfig
     config.tune(tuning(options));
     config.gcache_bytes = options.size("gcache.size").max(1 << 20);
     config.ignore_split_brain = ignores_split_brain(options);
+    config.newer_primary_overrides = options.flag("pc.npvo");
     config.compress = options.flag("socket.compression");
     config
 }

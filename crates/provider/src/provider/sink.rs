@@ -15,6 +15,18 @@ pub(super) struct CoreSink {
     pub started: Instant,
     /// The member's failure, once reported to the core.
     pub failure_reported: bool,
+    /// That the member's history forked from the group's, once reported to the core: the
+    /// member keeps saying so after the full transfer that follows.
+    pub history_forked_reported: bool,
+}
+
+impl CoreSink {
+    /// Whether to tell the core now that the member's history forked (`Status::history_forked`).
+    fn history_forked_news(&mut self, status: &Status) -> bool {
+        let news = status.history_forked && !self.history_forked_reported;
+        self.history_forked_reported |= news;
+        news
+    }
 }
 
 impl DeliverySink for CoreSink {
@@ -22,8 +34,9 @@ impl DeliverySink for CoreSink {
         let Some(provider) = self.provider.upgrade() else { return true };
         let (seqno, payload) = Payload::decode(delivered);
         let context = DeliveryContext { history: Uuid(status.history), replayed };
+        let forked = self.history_forked_news(status);
         provider.in_driver(outbox, |core| {
-            if status.history_forked {
+            if forked {
                 core.history_forked();
             }
             core.on_delivered(self.generation, seqno, payload, context)
@@ -45,9 +58,13 @@ impl DeliverySink for CoreSink {
         let now_ms = self.started.elapsed().as_millis() as u64;
         let failure = status.failed.clone().filter(|_| !self.failure_reported);
         self.failure_reported |= failure.is_some();
+        let forked = self.history_forked_news(status);
         provider.in_driver(outbox, |core| {
             if let Some(why) = &failure {
                 core.fail(&format!("group communication failed ({why})"));
+            }
+            if forked {
+                core.history_forked();
             }
             core.on_group_status(self.generation, status, now_ms);
             core.accepting_deliveries()

@@ -12,7 +12,9 @@ fn message(from: u64) -> Message {
         recv_queue: 3,
         applied: 4,
         forks: 0,
+        fork_term: 0,
         leader_primary: false,
+        primary: false,
         queue_table: vec![],
         body: Body::Forward { request: 9, data: b"writeset".to_vec() },
     }
