@@ -18,11 +18,12 @@ use std::path::Path;
 
 /// A cache file: a bootstrap's wipe of the cache (a new history) removes it too.
 pub const FILE_NAME: &str = "lockstep-cache.certification.galera.cache";
-/// Version 5: the preload carries the members donating; version 4, the inconsistency votes
+/// Version 6: the preload names the request each donor was chosen for; version 5, the
+/// members donating; version 4, the inconsistency votes
 /// (version 3 had key chains as 64-bit
 /// hashes, version 2 128-bit ones, version 1 their bytes); an older file is refused like a
 /// damaged one.
-const MAGIC: &[u8; 8] = b"LSCERT\x00\x05";
+const MAGIC: &[u8; 8] = b"LSCERT\x00\x06";
 /// Far above any index a node holds; anything longer is corrupt.
 const MAX_BYTES: u32 = 1 << 31;
 

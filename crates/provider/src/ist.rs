@@ -25,11 +25,11 @@ use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Version 6: the preload carries the members donating (version 5 added the inconsistency
-/// votes; version 4 had the certification index's key chains as 64-bit hashes, version 3
+/// Version 7: the preload names the request each donor was chosen for (version 6 added the
+/// members donating, version 5 the inconsistency votes; version 4 had the certification index's key chains as 64-bit hashes, version 3
 /// 128-bit ones, version 2 their bytes; version 1 bare length prefixes instead of record
 /// frames).
-const MAGIC: &[u8; 8] = b"LSIST\x00\x00\x06";
+const MAGIC: &[u8; 8] = b"LSIST\x00\x00\x07";
 const HEADER: u8 = 1;
 const WRITESET: u8 = 2;
 const SKIPPED: u8 = 3;
@@ -89,6 +89,8 @@ pub struct Preload {
     /// Members chosen to donate, with their incarnation then, until they announce the
     /// donation's end (docs/design/donor-chosen-twice.md).
     pub donors: Vec<(MemberId, u64)>,
+    /// The state request each of them was chosen for, where known: (donor, joiner, id).
+    pub donor_requests: Vec<(MemberId, MemberId, u64)>,
     /// How many control messages ordered after the stream's point (`Header::at`) the sender
     /// had taken when it made this state: several requests of one joiner ordered there
     /// each get a donor, and a state made for a later one holds their effects already.
@@ -235,6 +237,10 @@ impl Preload {
             w.u64(member.0).u64(*incarnation);
         }
         self.votes.encode(&mut w);
+        w.len(self.donor_requests.len());
+        for (donor, joiner, id) in &self.donor_requests {
+            w.u64(donor.0).u64(joiner.0).u64(*id);
+        }
         w.bytes
     }
 }
@@ -267,7 +273,11 @@ fn decode_part(body: &[u8], optimistic_pa: bool) -> Result<Option<Part>, DecodeE
             let donors =
                 (0..r.len(16)?).map(|_| Ok((MemberId(r.u64()?), r.u64()?))).collect::<Result<_, DecodeError>>()?;
             let votes = Votes::decode(&mut r)?;
-            let preload = Preload { index, cuts, synced, synced_guessed, donors, controls, barrier, votes };
+            let donor_requests = (0..r.len(24)?)
+                .map(|_| Ok((MemberId(r.u64()?), MemberId(r.u64()?), r.u64()?)))
+                .collect::<Result<_, DecodeError>>()?;
+            let preload =
+                Preload { index, cuts, synced, synced_guessed, donors, donor_requests, controls, barrier, votes };
             Some(Part::Preload(Box::new(preload)))
         }
         END => None,
@@ -448,6 +458,7 @@ pub(crate) mod tests {
             synced: vec![MemberId(1), MemberId(2)],
             synced_guessed: false,
             donors: vec![],
+            donor_requests: vec![],
             controls: 0,
             barrier: 11,
             votes: Votes::default(),

@@ -46,10 +46,11 @@ pub enum Control {
     /// The sender has the group's state and has caught up with the order. `since`: it was
     /// already synced when it sent this, and has been since its own announcement ordered
     /// after that seqno (none: it was not synced yet; this announcement makes it so).
-    /// `ends_donation`: sent as a donation of the sender ended; while the sender donates, only
-    /// such an announcement makes it a donor candidate again (docs/design/donor-chosen-twice.md).
-    /// `stateless`: the sender runs with `gcs.stateless` and is never chosen to donate.
-    Synced { since: Option<Seqno>, ends_donation: bool, stateless: bool },
+    /// `ends_donation`: sent as a donation of the sender ended, and which; while the sender
+    /// donates, only the end of that donation makes it a donor candidate again
+    /// (docs/design/donor-chosen-twice.md). `stateless`: the sender runs with `gcs.stateless`
+    /// and is never chosen to donate.
+    Synced { since: Option<Seqno>, ends_donation: Option<DonationEnd>, stateless: bool },
     /// How committing `seqno` ended on the sender: 0 committed, else a hash of its error
     /// (core/vote.rs).
     Vote { seqno: Seqno, outcome: u64 },
@@ -287,6 +288,16 @@ impl Writeset {
     }
 }
 
+/// Which donation of its sender an announcement ends (`Control::Synced::ends_donation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DonationEnd {
+    /// The donation for `joiner`'s state request `id`.
+    Of { joiner: MemberId, id: u64 },
+    /// One its sender could not name (its server named no state of a donation it listed), or
+    /// an end written before ends named theirs: it ends whichever runs.
+    Unnamed,
+}
+
 impl Control {
     pub fn encode(&self) -> Vec<u8> {
         match self {
@@ -321,8 +332,11 @@ impl Control {
                     w.u64(*since as u64);
                 }
                 // Last, and only when set: a log written before it was known reads the same.
-                if *ends_donation {
+                if let Some(end) = ends_donation {
                     w.bool(true);
+                    if let DonationEnd::Of { joiner, id } = end {
+                        w.u64(joiner.0).u64(*id);
+                    }
                 }
                 w.bytes
             }
@@ -393,9 +407,20 @@ impl Control {
                 Control::TransferFailed { joiner, id, rcode }
             }
             SYNCED | SYNCED_STATELESS => {
-                let since = if r.remaining() >= 8 { Some(r.u64()? as Seqno) } else { None };
+                // Optional `since` (8 bytes), then optional end (1, then 16 if named): the
+                // length left tells which are there.
+                let since = if matches!(r.remaining(), 8 | 9 | 25) { Some(r.u64()? as Seqno) } else { None };
                 let stateless = kind == SYNCED_STATELESS;
-                Control::Synced { since, ends_donation: r.remaining() > 0 && r.bool()?, stateless }
+                let ends_donation = if r.remaining() > 0 && r.bool()? {
+                    Some(if r.remaining() > 0 {
+                        DonationEnd::Of { joiner: MemberId(r.u64()?), id: r.u64()? }
+                    } else {
+                        DonationEnd::Unnamed
+                    })
+                } else {
+                    None
+                };
+                Control::Synced { since, ends_donation, stateless }
             }
             DONOR_CHOICE => {
                 let (joiner, id) = (MemberId(r.u64()?), r.u64()?);
@@ -514,12 +539,21 @@ mod tests {
             }),
             Control::DonorChoice { joiner: MemberId(2), id: 79, donor: Some(MemberId(3)) },
             Control::DonorChoice { joiner: MemberId(2), id: 80, donor: None },
-            Control::Synced { since: None, ends_donation: false, stateless: false },
-            Control::Synced { since: Some(0), ends_donation: false, stateless: false },
-            Control::Synced { since: Some(1234), ends_donation: true, stateless: false },
-            Control::Synced { since: None, ends_donation: true, stateless: false },
-            Control::Synced { since: Some(7), ends_donation: true, stateless: true },
-            Control::Synced { since: None, ends_donation: false, stateless: true },
+            Control::Synced { since: None, ends_donation: None, stateless: false },
+            Control::Synced { since: Some(0), ends_donation: None, stateless: false },
+            Control::Synced { since: Some(1234), ends_donation: Some(DonationEnd::Unnamed), stateless: false },
+            Control::Synced { since: None, ends_donation: Some(DonationEnd::Unnamed), stateless: false },
+            Control::Synced {
+                since: Some(7),
+                ends_donation: Some(DonationEnd::Of { joiner: MemberId(3), id: 0x5eed }),
+                stateless: true,
+            },
+            Control::Synced {
+                since: None,
+                ends_donation: Some(DonationEnd::Of { joiner: MemberId(2), id: 1 }),
+                stateless: false,
+            },
+            Control::Synced { since: None, ends_donation: None, stateless: true },
             Control::Vote { seqno: 12, outcome: 0x5eed },
             Control::Flow { ask: u8::MAX, rate: 0 },
             Control::Flow { ask: 1, rate: 2_500 },
@@ -589,7 +623,7 @@ mod tests {
         }
         assert!(Control::decode(&ws).is_err());
         assert!(
-            Writeset::decode(Control::Synced { since: None, ends_donation: false, stateless: false }.encode()).is_err()
+            Writeset::decode(Control::Synced { since: None, ends_donation: None, stateless: false }.encode()).is_err()
         );
     }
 

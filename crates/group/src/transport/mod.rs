@@ -40,8 +40,9 @@ use std::time::{Duration, Instant};
 /// carries its sender's applied seqno, a member hands `pc.bootstrap` to one that applied more,
 /// and forced boundaries in a state carry their seqnos; 17: every message says the term of
 /// its sender's last forced boundary and whether it is primary, and a primary member with a
-/// forked history probes the members outside its view).
-pub const PROTOCOL_VERSION: u32 = 17;
+/// forked history probes the members outside its view; 18: the provider's announcement that
+/// ends a donation names the request, and a donor's certification state names each donor's).
+pub const PROTOCOL_VERSION: u32 = 18;
 /// From accepting a connection to its peer's hello, TLS handshake included.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest record accepted before the peer's hello.

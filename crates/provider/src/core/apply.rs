@@ -9,7 +9,7 @@ use super::{Core, APPLICATION_PROTOCOL, CAPABILITIES};
 use crate::application::{Member, View, ViewStatus};
 use crate::ist::Preload;
 use crate::types::{Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
-use crate::writeset::{Control, StateRequest, Writeset};
+use crate::writeset::{Control, DonationEnd, StateRequest, Writeset};
 use lockstep_group::MemberId;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -600,7 +600,7 @@ impl<W: Clone + PartialEq> Core<W> {
         // set, and its announcement at the transfer's end puts it back
         // (docs/design/donor-chosen-twice.md).
         if self.desync_count == 0 {
-            self.announce_synced(false);
+            self.announce_synced(None);
         }
         let resync = std::mem::take(&mut self.synced_before_loss)
             && self.phase == Phase::Joined
@@ -833,7 +833,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.restart_windows(position.seqno);
         self.save_state(Gtid::new(position.uuid, SEQNO_UNDEFINED));
         self.set_phase(Phase::Joined);
-        self.announce_synced(false);
+        self.announce_synced(None);
         log::info!("state transfer complete at {position}; catching up with the group");
         self.expect_stream();
         self.snapshot_reaches_stream();
@@ -987,6 +987,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.cuts = preload.cuts.into_iter().collect();
         self.ordering.synced = preload.synced.into_iter().collect();
         self.ordering.donors = preload.donors.into_iter().collect();
+        self.ordering.donor_requests = preload.donor_requests.into_iter().map(|(d, j, id)| (d, (j, id))).collect();
         self.ordering.synced_unknown = false;
         // A state made for another of our requests ordered after the same seqno (a later one
         // holds effects we will take again, an earlier one lacks some we took): its synced
@@ -1334,6 +1335,7 @@ impl<W: Clone + PartialEq> Core<W> {
             synced: self.ordering.synced.iter().copied().collect(),
             synced_guessed: self.guesses_who_is_synced(),
             donors: self.ordering.donors.iter().map(|(id, incarnation)| (*id, *incarnation)).collect(),
+            donor_requests: self.ordering.donor_requests.iter().map(|(d, (j, id))| (*d, *j, *id)).collect(),
             controls: self.ordering.controls_after,
             barrier: self.ordering.barrier,
             votes: self.votes(),
@@ -1427,7 +1429,8 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.unordered_failures.push((r.joiner, r.request_id, rcode));
             self.effects.send.push((failure, super::ordering::TRANSFER_FAILED_TAG));
         }
-        self.announce_synced(true);
+        let end = record.map_or(DonationEnd::Unnamed, |r| DonationEnd::Of { joiner: r.joiner, id: r.request_id });
+        self.announce_synced(Some(end));
     }
 
     /// The transfer this joiner waits for failed: it will never receive the state (the
@@ -1457,9 +1460,9 @@ impl<W: Clone + PartialEq> Core<W> {
     /// ran, and this member is back in the synced set. A stream without the gap the joiner
     /// needs (only a snapshot would do) is refused by the joiner, which then stops
     /// (`Core::snapshot_reaches_stream`). Nothing if the connection `generation` ended meanwhile.
-    pub fn donated_stream_only(&mut self, generation: u64) {
+    pub fn donated_stream_only(&mut self, generation: u64, donation: &Donation) {
         if self.is_current(generation) {
-            self.announce_synced(true);
+            self.announce_synced(Some(DonationEnd::Of { joiner: donation.joiner, id: donation.request_id }));
         }
     }
 }

@@ -53,11 +53,15 @@ pub struct PossibleDonation {
 /// state waiting for a snapshot taken after the request.
 fn as_chosen_donor(mut donation: Donation, me: MemberId, incarnation: u64) -> Donation {
     let (joiner, after, joiner_has_state) = (donation.joiner, donation.after, donation.joiner_has_state);
+    let request_id = donation.request_id;
     let preload = &mut donation.preload;
     preload.synced.retain(|id| *id != me && *id != joiner);
     preload.donors.retain(|(id, _)| *id != me);
     preload.donors.push((me, incarnation));
     preload.donors.sort_unstable();
+    preload.donor_requests.retain(|(id, ..)| *id != me);
+    preload.donor_requests.push((me, joiner, request_id));
+    preload.donor_requests.sort_unstable();
     let joiners = &mut preload.votes.snapshot_joiners;
     joiners.retain(|(id, _)| *id != joiner);
     if !joiner_has_state {
@@ -185,6 +189,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let donor_name = name_of(donor);
         self.ordering.synced.remove(&donor);
         self.ordering.donors.insert(donor, incarnation_in(&c.view.members, donor).unwrap_or(0));
+        self.ordering.donor_requests.insert(donor, (origin, id));
         self.ordering.synced.remove(&origin);
         if request.has_state {
             self.ordering.snapshot_joiners.remove(&origin);
@@ -276,7 +281,7 @@ impl<W: Clone + PartialEq> Core<W> {
         if answered {
             self.observed(|| super::Observation::DonorTaken { joiner, id, donor, authoritative: true });
             if donor != guess {
-                self.correct_guess(joiner, &possible, donor);
+                self.correct_guess(joiner, id, &possible, donor);
             }
         }
         log::info!(
@@ -296,13 +301,14 @@ impl<W: Clone + PartialEq> Core<W> {
     /// set takes the group's bookkeeping instead of the guess's (`donor_chosen`), so that a
     /// later guess (nobody answering) does not name a member that donates, and our own
     /// donation's end is not waited for when we donate nothing.
-    fn correct_guess(&mut self, joiner: MemberId, possible: &PossibleDonation, donor: Option<MemberId>) {
+    fn correct_guess(&mut self, joiner: MemberId, id: u64, possible: &PossibleDonation, donor: Option<MemberId>) {
         let Some(c) = self.connection.as_ref() else { return };
         let incarnation = |id| incarnation_in(&c.view.members, id);
         let (guess_in_view, donor_incarnation) = (possible.guess.and_then(incarnation), donor.and_then(incarnation));
         let o = &mut self.ordering;
         if let Some(guess) = possible.guess {
             o.donors.remove(&guess);
+            o.donor_requests.remove(&guess);
             if guess_in_view.is_some() {
                 o.synced.insert(guess);
             }
@@ -312,6 +318,7 @@ impl<W: Clone + PartialEq> Core<W> {
                 o.synced.remove(&donor);
                 o.synced.remove(&joiner);
                 o.donors.insert(donor, donor_incarnation.unwrap_or(0));
+                o.donor_requests.insert(donor, (joiner, id));
                 if possible.guess.is_none() && !possible.joiner_has_state {
                     o.snapshot_joiners.insert(joiner, possible.after);
                     self.tally_all();

@@ -65,7 +65,7 @@ fn test_synced_with_other(settings: Settings) -> (Core<u32>, u64) {
     core.on_delivered(generation, 1, Payload::View(lockstep_group::View { view_id: 1, members }), live);
     let synced = Payload::Control {
         origin: me,
-        control: Control::Synced { since: None, ends_donation: false, stateless: false },
+        control: Control::Synced { since: None, ends_donation: None, stateless: false },
     };
     core.on_delivered(generation, 1, synced, live);
     assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::View { .. }))));
@@ -125,7 +125,7 @@ use crate::certification::{CertificationIndex, Verdict};
 use crate::checkpoint::Checkpoint;
 use crate::grastate::SavedState;
 use crate::types::{capabilities, flags, Gtid, Seqno, Status, Uuid, SEQNO_UNDEFINED};
-use crate::writeset::{Control, Writeset};
+use crate::writeset::{Control, DonationEnd, Writeset};
 use lockstep_group::MemberId;
 use monitor::Monitor;
 use phase::{CatchUp, Component, Handshake, Phase};
@@ -361,6 +361,9 @@ struct Ordering<W> {
     /// donation's end: what they announce to views meanwhile does not make them donor
     /// candidates again (docs/design/donor-chosen-twice.md).
     donors: BTreeMap<MemberId, u64>,
+    /// The state request each of `donors` was chosen for (joiner, id), where known: only
+    /// the end of that donation ends it (a late end of an earlier one does not).
+    donor_requests: BTreeMap<MemberId, (MemberId, u64)>,
     /// Members whose latest state request, ordered after this seqno with a donor chosen,
     /// asked for a snapshot (no state of their own), until they announce themselves synced:
     /// their vote on a seqno up to that one can only be success (core/vote.rs).
@@ -381,7 +384,9 @@ struct Ordering<W> {
     index_from_group: bool,
     /// Our synced announcement was not ordered: it is sent again, ending a donation if
     /// it or another one not ordered did.
-    announce_synced_again: Option<bool>,
+    announce_synced_again: Option<Option<DonationEnd>>,
+    /// The donation our last announcement of an end ended, to say again if it is lost.
+    last_donation_end: Option<DonationEnd>,
     /// Failures of our donations reported to the group and not yet seen ordered (joiner,
     /// request id, code); `report_failures_again`: one was not ordered, and they are sent
     /// again once primary (a joiner whose donor's failure is lost waits for its own script).
@@ -410,6 +415,7 @@ impl<W> Default for Ordering<W> {
             members: Vec::new(),
             synced: BTreeSet::new(),
             donors: BTreeMap::new(),
+            donor_requests: BTreeMap::new(),
             snapshot_joiners: BTreeMap::new(),
             synced_unknown: false,
             synced_guessed: false,
@@ -418,6 +424,7 @@ impl<W> Default for Ordering<W> {
             last_cut: None,
             index_from_group: false,
             announce_synced_again: None,
+            last_donation_end: None,
             unordered_failures: Vec::new(),
             report_failures_again: false,
             controls_after: 0,

@@ -10,7 +10,7 @@ use crate::certification::{Candidate, CertificationIndex, Chains, Verdict};
 use crate::checkpoint::Checkpoint;
 use crate::state_transfer::transfer_failed_line;
 use crate::types::{flags, Gtid, Seqno, Status, Uuid};
-use crate::writeset::{Control, Writeset};
+use crate::writeset::{Control, DonationEnd, Writeset};
 use lockstep_group::{Delivered, DeliveredKind, MemberId, SubmitError};
 use std::collections::BTreeMap;
 
@@ -316,7 +316,9 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         if local_id == SYNCED_TAG || local_id == DONATION_ENDED_TAG {
             // Nothing else makes this member synced: say it again once primary.
-            let ended = self.ordering.announce_synced_again.unwrap_or_default() || local_id == DONATION_ENDED_TAG;
+            let lost_end = (local_id == DONATION_ENDED_TAG)
+                .then(|| self.ordering.last_donation_end.unwrap_or(DonationEnd::Unnamed));
+            let ended = self.ordering.announce_synced_again.flatten().or(lost_end);
             self.ordering.announce_synced_again = Some(ended);
             return;
         }
@@ -474,6 +476,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.cuts = preload.cuts.into_iter().collect();
         self.ordering.synced = preload.synced.into_iter().collect();
         self.ordering.donors = preload.donors.into_iter().collect();
+        self.ordering.donor_requests = preload.donor_requests.into_iter().map(|(d, j, id)| (d, (j, id))).collect();
         self.ordering.barrier = preload.barrier;
         self.ordering.verdicts.known_from(committed + 1, failed);
         self.ordering.synced_unknown = false;
@@ -789,6 +792,8 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering
                 .donors
                 .retain(|id, incarnation| incarnation_in(&view.members, *id).is_none_or(|now| now == *incarnation));
+            let donors = &self.ordering.donors;
+            self.ordering.donor_requests.retain(|id, _| donors.contains_key(id));
             self.ordering.snapshot_joiners.retain(|id, _| view.contains(*id));
             // Members that left no longer vote: what they said or would say does not count.
             self.tally_all();
@@ -801,6 +806,7 @@ impl<W: Clone + PartialEq> Core<W> {
             // An arbitrator holds no data: never synced, never a donor.
             self.ordering.synced = view.members.iter().filter(|m| !m.arbitrator && m.id != me).map(|m| m.id).collect();
             self.ordering.donors.clear();
+            self.ordering.donor_requests.clear();
             self.ordering.synced_unknown = false;
             self.ordering.synced_guessed = true;
         }
@@ -974,10 +980,19 @@ impl<W: Clone + PartialEq> Core<W> {
             Control::Synced { since, ends_donation, stateless } => {
                 // While a member donates, only its donation's end says it no longer does: an
                 // announcement it made to a view, sent before it read the request or before
-                // its donation started, says nothing of it now.
-                let donating = self.ordering.donors.contains_key(&origin) && !ends_donation;
+                // its donation started, says nothing of it now; nor does the late end of an
+                // earlier donation, ordered after the request that chose it again (provider
+                // simulator, seed 29764: the end of a donation made in a minority partition
+                // was ordered once the member was back and chosen for another joiner, which
+                // then chose it a second time).
+                let ends_this = match (ends_donation, self.ordering.donor_requests.get(&origin)) {
+                    (Some(DonationEnd::Of { joiner, id }), Some(&request)) => request == (joiner, id),
+                    (end, _) => end.is_some(),
+                };
+                let donating = self.ordering.donors.contains_key(&origin) && !ends_this;
                 if !donating {
                     self.ordering.donors.remove(&origin);
+                    self.ordering.donor_requests.remove(&origin);
                     // `gcs.stateless`: synced, never a donor candidate.
                     if !stateless {
                         self.ordering.synced.insert(origin);
@@ -1081,10 +1096,13 @@ impl<W: Clone + PartialEq> Core<W> {
 
     /// Announces this member synced: once its announcement comes back through the order and
     /// everything before it is applied, it is (see `become_synced`). `ends_donation`: as a
-    /// donation of ours ends.
-    pub(super) fn announce_synced(&mut self, ends_donation: bool) {
+    /// donation of ours ends, that one.
+    pub(super) fn announce_synced(&mut self, ends_donation: Option<DonationEnd>) {
         let since = if self.phase == Phase::Synced { self.synced_since } else { None };
-        let tag = if ends_donation { DONATION_ENDED_TAG } else { SYNCED_TAG };
+        let tag = if ends_donation.is_some() { DONATION_ENDED_TAG } else { SYNCED_TAG };
+        if ends_donation.is_some() {
+            self.ordering.last_donation_end = ends_donation;
+        }
         let stateless = self.settings.stateless;
         self.effects.send.push((Control::Synced { since, ends_donation, stateless }, tag));
     }

@@ -51,7 +51,7 @@ fn synced_from(core: &mut Core<u32>, generation: u64, origin: MemberId, since: O
     core.on_delivered(
         generation,
         4,
-        Payload::Control { origin, control: Control::Synced { since, ends_donation: false, stateless: false } },
+        Payload::Control { origin, control: Control::Synced { since, ends_donation: None, stateless: false } },
         live,
     );
 }

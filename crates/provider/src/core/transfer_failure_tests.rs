@@ -10,7 +10,7 @@ use super::phase::{CatchUp, Handshake, Phase};
 use super::*;
 use crate::ist::Preload;
 use crate::state_transfer::DONATION_REFUSED;
-use crate::writeset::{Control, StateRequest};
+use crate::writeset::{Control, DonationEnd, StateRequest};
 use lockstep_group::{SubmitError, View};
 
 const HISTORY: Uuid = Uuid([7; 16]);
@@ -104,6 +104,7 @@ fn preload(at: Seqno) -> Preload {
         synced: vec![],
         synced_guessed: false,
         donors: vec![(DONOR, 1)],
+        donor_requests: vec![],
         controls: 1,
         barrier: at,
         votes: Default::default(),
@@ -204,7 +205,7 @@ fn the_servers_own_failure_ends_the_handshake_too() {
         core.on_delivered(
             generation,
             2,
-            control(DONOR, Control::Synced { since: Some(1), ends_donation: false, stateless: false }),
+            control(DONOR, Control::Synced { since: Some(1), ends_donation: None, stateless: false }),
             live(),
         );
         assert_eq!(core.transfer_failed(), None, "synced all along: not the end of its donation");
@@ -307,9 +308,10 @@ fn donating() -> (Core<u32>, Donation) {
 }
 
 /// A synced announcement as `SYNCED`, whatever seqno it says the node is synced since.
-const SYNCED: Control = Control::Synced { since: None, ends_donation: false, stateless: false };
+const SYNCED: Control = Control::Synced { since: None, ends_donation: None, stateless: false };
 /// The announcement that ends a donation.
-const DONATION_ENDED: Control = Control::Synced { since: None, ends_donation: true, stateless: false };
+const DONATION_ENDED: Control =
+    Control::Synced { since: None, ends_donation: Some(DonationEnd::Unnamed), stateless: false };
 
 fn sent(core: &mut Core<u32>) -> Vec<Control> {
     let effects = core.take_effects().send.into_iter();
@@ -387,7 +389,7 @@ fn a_donation_of_an_earlier_connection_that_ends_late_tells_the_next_nothing() {
     core.close("connection lost");
     // The server connects again while the old donation's script still runs.
     let generation = open(&mut core, DONOR, false);
-    core.donated_stream_only(old);
+    core.donated_stream_only(old, &donation);
     core.donation_ended(Gtid::new(HISTORY, -1), -32);
     core.on_group_status(generation, &test_status(DONOR, true, &[DONOR, OTHER]), 5_000);
     assert_eq!(sent(&mut core), [], "no synced announcement, no failure report");
@@ -717,7 +719,7 @@ fn a_donors_announcement_sent_before_it_was_chosen_does_not_make_it_a_donor_agai
     core.on_delivered(
         generation,
         2,
-        control(DONOR, Control::Synced { since: Some(1), ends_donation: false, stateless: false }),
+        control(DONOR, Control::Synced { since: Some(1), ends_donation: None, stateless: false }),
         live(),
     );
     core.on_delivered(generation, 3, view(3, &[DONOR, JOINER, OTHER]), live());
@@ -742,12 +744,52 @@ fn a_donors_announcement_sent_before_it_was_chosen_does_not_make_it_a_donor_agai
     assert_eq!(donations(&mut core, generation), [fourth]);
 }
 
+/// The end of a donation, named.
+fn donation_ended(joiner: MemberId, id: u64) -> Control {
+    Control::Synced { since: None, ends_donation: Some(DonationEnd::Of { joiner, id }), stateless: false }
+}
+
+fn ended(joiner: MemberId, id: u64) -> Payload {
+    control(DONOR, donation_ended(joiner, id))
+}
+
+#[test]
+fn the_late_end_of_an_earlier_donation_does_not_make_a_donor_chosen_again_a_candidate() {
+    // Member 1 donated for member 2 and was chosen again, for member 3, before the end of
+    // the first donation was ordered (sent in a minority partition: provider simulator,
+    // seed 29764). That end says nothing of the second donation; member 4 finds no donor.
+    let (mut core, _) = donating();
+    let generation = core.generation();
+    let fourth = MemberId(4);
+    core.on_delivered(generation, 2, ended(JOINER, REQUEST), live());
+    core.on_delivered(generation, 3, view(3, &[DONOR, JOINER, OTHER]), live());
+    core.on_delivered(generation, 3, control(OTHER, request(REQUEST + 1)), live());
+    assert_eq!(donations(&mut core, generation), [OTHER]);
+    core.on_delivered(generation, 3, ended(JOINER, REQUEST), live());
+    core.on_delivered(generation, 4, view(4, &[DONOR, JOINER, OTHER, fourth]), live());
+    core.on_delivered(generation, 4, control(fourth, request(REQUEST + 2)), live());
+    assert_eq!(donations(&mut core, generation), [], "still donating for member 3");
+    assert_eq!(core.preload().donor_requests, [(DONOR, OTHER, REQUEST + 1)], "a joiner's state says so too");
+    core.on_delivered(generation, 4, ended(OTHER, REQUEST + 1), live());
+    core.on_delivered(generation, 4, control(fourth, request(REQUEST + 3)), live());
+    assert_eq!(donations(&mut core, generation), [fourth]);
+}
+
+#[test]
+fn a_donors_announcement_at_the_end_names_the_donation_it_ends() {
+    let (mut core, donation) = donating();
+    let state_id = core.donation_started(&donation, false);
+    core.donation_ended(state_id, 0);
+    let sent: Vec<Control> = core.take_effects().send.into_iter().map(|(c, _)| c).collect();
+    assert!(sent.contains(&donation_ended(JOINER, REQUEST)), "{sent:?}");
+}
+
 #[test]
 fn a_donor_asked_for_the_stream_alone_runs_no_script() {
     let (mut core, donation) = donating();
     let stream_only = Donation { request: Vec::new(), ..donation };
     assert!(stream_only.stream_only());
-    core.donated_stream_only(core.generation());
+    core.donated_stream_only(core.generation(), &stream_only);
     assert_eq!(sent(&mut core), [SYNCED], "back among the donors");
     assert_eq!(core.desync_count, 0);
 }
@@ -1041,7 +1083,7 @@ fn a_stateless_member_announces_itself_synced_and_is_never_chosen_to_donate() {
     let generation = core.generation();
     core.on_delivered(generation, 2, control(DONOR, DONATION_ENDED), live());
     // Member 2 runs with gcs.stateless; member 3 asks for member 2 first, then anyone.
-    let stateless = Control::Synced { since: None, ends_donation: false, stateless: true };
+    let stateless = Control::Synced { since: None, ends_donation: None, stateless: true };
     core.on_delivered(generation, 2, control(JOINER, stateless), live());
     assert!(!core.ordering.synced.contains(&JOINER));
     core.on_delivered(generation, 3, view(3, &[DONOR, JOINER, OTHER]), live());
@@ -1056,7 +1098,7 @@ fn a_stateless_member_announces_itself_synced_and_is_never_chosen_to_donate() {
     let mut core = Core::new(Settings { stateless: true, ..test_settings() }, Gtid::new(HISTORY, 0), true);
     let generation = open(&mut core, DONOR, true);
     core.on_delivered(generation, 1, view(1, &[DONOR]), live());
-    core.announce_synced(false);
+    core.announce_synced(None);
     let sent: Vec<Control> = core.take_effects().send.into_iter().map(|(c, _)| c).collect();
     assert!(matches!(sent[..], [Control::Synced { stateless: true, .. }]), "{sent:?}");
 }

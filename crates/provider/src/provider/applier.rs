@@ -330,7 +330,7 @@ impl Provider {
                     d.position
                 );
             }
-            self.with_core(|core| core.donated_stream_only(generation));
+            self.with_core(|core| core.donated_stream_only(generation, d));
             return Ok(());
         }
         // The stream may have taken long: a connection that ended meanwhile donates no more.

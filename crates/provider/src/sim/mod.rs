@@ -473,6 +473,15 @@ mod tests {
         run_seed(16586, false).unwrap_or_else(|v| panic!("{v}"));
     }
 
+    /// Seed 29764: a donor's end of a donation made in a minority partition was ordered only
+    /// after it was back and chosen for another joiner; taken for the end of that one, it
+    /// made the donor a candidate again, and a third joiner chose it while it still donated
+    /// (docs/design/donor-chosen-twice.md).
+    #[test]
+    fn the_late_end_of_an_earlier_donation_leaves_the_donor_busy() {
+        run_seed(29764, false).unwrap_or_else(|v| panic!("{v}"));
+    }
+
     /// Seed 36811: a synced member fell past what the leader retains (it had donated, five
     /// members under partitions) and failed, as designed, while an applier waited for its
     /// commit turn. The simulated server took that applier's `NodeFail` for a fault of the

@@ -1239,7 +1239,7 @@ impl Node {
         if d.stream_only() {
             // No script: the joiner's server took its state from a donor that left.
             let generation = self.generation;
-            self.core().donated_stream_only(generation);
+            self.core().donated_stream_only(generation, &d);
             return Ok(());
         }
         // Listed from its start to `sst_sent`, whatever the desync count (a loss of the primary
