@@ -219,16 +219,26 @@ impl Sim {
     }
 
     /// The checkers follow the forced side of a fork. Commits acknowledged past the boundary
-    /// were the abandoned side's: causal reads no longer expect them.
+    /// were the abandoned side's: causal reads no longer expect them. Nor those the forcing
+    /// member's server failed to apply, its vote still open (provider simulator, seed 31540:
+    /// the others had committed one and voted so, but the forcing member, cut off, never
+    /// heard, and decided the vote alone in its component, as Galera's would).
     fn follow_fork(&mut self) {
         let Some((boundary, apart)) = self.group.fork() else { return };
         let boundary = boundary as Seqno;
+        let apart: Vec<usize> = apart.iter().map(|m| m.0 as usize - 1).collect();
+        let mut rolled_back = Vec::new();
         if !self.forked {
             self.forked = true;
             self.acked_max = self.acked_max.min(boundary);
             self.nodes.iter_mut().for_each(|n| n.forget_acks_after(boundary));
+            let forcers = self.nodes.iter().filter(|n| !apart.contains(&n.index));
+            rolled_back = (forcers.flat_map(|n| n.db.log.range(..=boundary)))
+                .filter(|(_, commit)| commit.hash == 0)
+                .map(|(&seqno, _)| seqno)
+                .collect();
         }
-        self.checks.follow_fork(boundary, apart.iter().map(|m| m.0 as usize - 1));
+        self.checks.follow_fork(boundary, apart.into_iter(), &rolled_back);
     }
 
     /// Provider cores follow their group members: a member that crashed takes its server with
@@ -471,6 +481,16 @@ mod tests {
     #[test]
     fn a_member_that_skips_messages_with_a_view_is_told() {
         run_seed(16586, false).unwrap_or_else(|v| panic!("{v}"));
+    }
+
+    /// Seed 31540: the only survivor of a majority's power cut had failed to apply a seqno the
+    /// others committed (and one acknowledged); cut off, it never heard their votes, and in
+    /// the component forced from it that vote was its own: the commit is rolled back on the
+    /// forced side, which the checkers accept as the operator's choice of survivor.
+    #[test]
+    fn a_commit_the_forcing_member_failed_to_apply_is_rolled_back_on_the_forced_side() {
+        let outcome = run_seed(31540, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.forced);
     }
 
     /// Seed 29764: a donor's end of a donation made in a minority partition was ordered only

@@ -26,6 +26,12 @@ impl Invariant for AckedPresent {
         self.acked.split_off(&(boundary + 1));
     }
 
+    fn rolled_back_at_fork(&mut self, seqnos: &[Seqno]) {
+        for seqno in seqnos {
+            self.acked.remove(seqno);
+        }
+    }
+
     fn at_end(&mut self, end: &End<'_>) -> Result<(), String> {
         if end.state_lost {
             return Ok(());

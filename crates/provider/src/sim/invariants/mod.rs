@@ -92,6 +92,10 @@ pub trait Invariant {
     /// abandoned side ordered past it is lost (the operator's choice), and the forced side
     /// numbers its own events from there.
     fn on_fork(&mut self, _boundary: Seqno) {}
+    /// Seqnos at or below the boundary that the forcing member's server failed to apply and
+    /// rolled back: its vote on them, still open, was decided in the forced component by it
+    /// alone, so they are rolled back there (the operator forced from that member).
+    fn rolled_back_at_fork(&mut self, _seqnos: &[Seqno]) {}
 }
 
 /// The order forked after `boundary`; the nodes `apart` are not yet shown to be on the
@@ -139,9 +143,11 @@ impl Checks {
 
     /// The group's fork, if a component was forced, and who is still apart from its side.
     /// The first time, every checker forgets what was ordered past the boundary.
-    pub fn follow_fork(&mut self, boundary: Seqno, apart: impl Iterator<Item = usize>) {
+    /// `rolled_back`: see [`Invariant::rolled_back_at_fork`].
+    pub fn follow_fork(&mut self, boundary: Seqno, apart: impl Iterator<Item = usize>, rolled_back: &[Seqno]) {
         if self.fork.is_none() {
             self.checkers.iter_mut().for_each(|c| c.on_fork(boundary));
+            self.checkers.iter_mut().for_each(|c| c.rolled_back_at_fork(rolled_back));
         }
         self.fork = Some(Fork { boundary, apart: apart.collect() });
     }
