@@ -988,6 +988,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.synced = preload.synced.into_iter().collect();
         self.ordering.donors = preload.donors.into_iter().collect();
         self.ordering.donor_requests = preload.donor_requests.into_iter().map(|(d, j, id)| (d, (j, id))).collect();
+        self.guesses_settled_by_state(at);
         self.ordering.synced_unknown = false;
         // A state made for another of our requests ordered after the same seqno (a later one
         // holds effects we will take again, an earlier one lacks some we took): its synced

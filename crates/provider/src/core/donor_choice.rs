@@ -256,6 +256,19 @@ impl<W: Clone + PartialEq> Core<W> {
         incarnation_in(&c.view.members, c.me).map(|i| super::member_uuid(c.me, i)) == Some(c.member)
     }
 
+    /// A donor's state, made after seqno `at`, replaced our synced set and donors: our guesses
+    /// for requests ordered before `at` are settled there. Corrected by a late answer, one
+    /// would undo bookkeeping that state holds for another request (provider simulator, seed
+    /// 32404: a joiner guessed member 4 for another's request; the state it installed had
+    /// member 4 donating for the joiner itself; the answer then put member 4 back among the
+    /// candidates, and the joiner alone chose it for a third request). A joiner had no state
+    /// to donate from, so it loses no donation of its own.
+    pub(super) fn guesses_settled_by_state(&mut self, at: Seqno) {
+        if let Some(c) = self.connection.as_mut() {
+            c.possible_donations.retain(|_, p| p.after >= at);
+        }
+    }
+
     /// A member that knows told its donor choice for `joiner`'s request `id`: if this node
     /// guessed at it, the choice decides whether it donates. Later answers find nothing.
     pub(super) fn donor_choice_ordered(&mut self, joiner: MemberId, id: u64, donor: Option<MemberId>, live: bool) {

@@ -502,6 +502,15 @@ mod tests {
         run_seed(29764, false).unwrap_or_else(|v| panic!("{v}"));
     }
 
+    /// Seed 32404: a joiner that guessed a donor for another member's request installed a
+    /// state in which that member donated for the joiner itself; the late answer to its guess
+    /// put the member back among the candidates on the joiner alone, which then chose it for
+    /// a third request where the others chose nobody.
+    #[test]
+    fn a_guess_settled_by_an_installed_state_is_not_corrected_by_a_late_answer() {
+        run_seed(32404, false).unwrap_or_else(|v| panic!("{v}"));
+    }
+
     /// Seed 36811: a synced member fell past what the leader retains (it had donated, five
     /// members under partitions) and failed, as designed, while an applier waited for its
     /// commit turn. The simulated server took that applier's `NodeFail` for a fault of the
