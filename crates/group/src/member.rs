@@ -1857,6 +1857,7 @@ impl<S: LogStore> Member<S> {
         self.checkpoints.clear();
         self.store.save_hard_state(hard)?;
         self.raft = Consensus::restart(self.info.id, hard, self.applied.position, &membership, Vec::new());
+        self.log_starts_over_after(self.applied.position.index);
         self.leader = None;
         self.election_deadline_ms = now;
         if membership.voters.len() == 1 {
@@ -1865,6 +1866,16 @@ impl<S: LogStore> Member<S> {
             self.reset_election_timer();
         }
         Ok(())
+    }
+
+    /// Our log goes on after `index` with entries of another history than those it held past
+    /// it: what we knew committed there was of that history. Left as it was, the forcing
+    /// member, a follower of the old side up to a higher index, applied its own forced
+    /// component's entries as soon as they reached that index, uncommitted, and one was
+    /// replaced by the next leader's (provider simulator, seed 32429: "messages at the same
+    /// point of the order").
+    fn log_starts_over_after(&mut self, index: u64) {
+        self.known_commit = self.known_commit.min(index);
     }
 
     /// Leader: our boundary (the state the log begins after) to a follower whose log cannot
@@ -2507,6 +2518,9 @@ impl<S: LogStore> Member<S> {
         // otherwise that suffix is a stale term's and must not survive a restart.
         let continues = self.store.entry(state.position.index).is_some_and(|e| e.position == state.position);
         let stale_suffix = !continues && self.store.last_index() > state.position.index;
+        if forced_elsewhere || stale_suffix {
+            self.log_starts_over_after(state.position.index);
+        }
         let result = if stale_suffix { self.store.append(state.position.index, Vec::new()) } else { Ok(()) };
         if let Err(e) = result.and_then(|_| self.store.purge(state.clone())) {
             self.failed = Some(e.to_string());

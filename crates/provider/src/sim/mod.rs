@@ -511,6 +511,16 @@ mod tests {
         run_seed(32404, false).unwrap_or_else(|v| panic!("{v}"));
     }
 
+    /// Seed 32429: the member told `pc.bootstrap` had followed the old side's leader up to a
+    /// higher index than its forced boundary and still knew that index committed; leading the
+    /// forced component, it applied its own entries as they reached it, uncommitted, and
+    /// after a partition the next leader replaced one (group layer: `log_starts_over_after`).
+    #[test]
+    fn a_forcing_member_forgets_what_it_knew_committed_past_its_boundary() {
+        let outcome = run_seed(32429, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.forced);
+    }
+
     /// Seed 36811: a synced member fell past what the leader retains (it had donated, five
     /// members under partitions) and failed, as designed, while an applier waited for its
     /// commit turn. The simulated server took that applier's `NodeFail` for a fault of the
