@@ -17,6 +17,13 @@ bench_setup() {
     lockstep=$target_dir/release/lockstep
 }
 
+# Cluster directories the script made: stopped (SIGKILL for what remains) and removed when it
+# exits, once bench_remove_dirs_at_exit has set the trap.
+bench_dirs=()
+bench_remove_dirs_at_exit() {
+    trap 'for d in "${bench_dirs[@]}"; do "$lockstep" cluster down --dir "$d" >/dev/null 2>&1; pkill -9 -f "$d/" 2>/dev/null; rm -rf "$d"; done' EXIT
+}
+
 # bench_sql SOCKET STATEMENT: tab-separated rows, no column names.
 bench_sql() {
     mariadb --no-defaults -S "$1" -uroot -N -B -e "$2"

@@ -18,8 +18,7 @@ watch=${1:-60}
 bench_build || exit 1
 [[ -z $lockstep_unusable ]] || { echo "bench: $lockstep_unusable" >&2; exit 1; }
 
-dirs=()
-trap 'for d in "${dirs[@]}"; do "$lockstep" cluster down --dir "$d" >/dev/null 2>&1; pkill -9 -f "$d/" 2>/dev/null; rm -rf "$d"; done' EXIT
+bench_remove_dirs_at_exit
 
 # node DIR N: the node's status, size, readiness and rows, on one line.
 node() {
@@ -32,7 +31,7 @@ node() {
 for provider in "$LOCKSTEP_PROVIDER" "$GALERA_PROVIDER"; do
     name=$([[ $provider == "$GALERA_PROVIDER" ]] && echo "Galera 4" || echo "Lockstep")
     dir=$(mktemp -d /tmp/lockstep-split-brain.XXXXXX)
-    dirs+=("$dir")
+    bench_dirs+=("$dir")
     bench_cluster_up "$dir" "$provider" 3 "$dir/first-up.log" || { echo "$name: cluster did not start"; continue; }
     bench_sql "$dir/node1/mariadbd.sock" \
         "CREATE DATABASE sb; CREATE TABLE sb.t (id INT PRIMARY KEY, side VARCHAR(10)); INSERT INTO sb.t VALUES (1, 'before')"

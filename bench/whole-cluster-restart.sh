@@ -18,8 +18,7 @@ rounds=${1:-2}
 bench_build || exit 1
 [[ -z $lockstep_unusable ]] || { echo "bench: $lockstep_unusable" >&2; exit 1; }
 
-dirs=()
-trap 'for d in "${dirs[@]}"; do "$lockstep" cluster down --dir "$d" >/dev/null 2>&1; pkill -9 -f "$d/" 2>/dev/null; rm -rf "$d"; done' EXIT
+bench_remove_dirs_at_exit
 
 # restart DIR: seconds until `cluster up` returned, or "failed (...)".
 restart() {
@@ -44,7 +43,7 @@ rows() {
 for provider in "$LOCKSTEP_PROVIDER" "$GALERA_PROVIDER"; do
     name=$([[ $provider == "$GALERA_PROVIDER" ]] && echo "Galera 4" || echo "Lockstep")
     dir=$(mktemp -d /tmp/lockstep-restart.XXXXXX)
-    dirs+=("$dir")
+    bench_dirs+=("$dir")
     bench_cluster_up "$dir" "$provider" 3 "$dir/first-up.log" || { echo "$name: cluster did not start"; continue; }
     bench_sql "$dir/node1/mariadbd.sock" "CREATE DATABASE r; CREATE TABLE r.t (id INT PRIMARY KEY AUTO_INCREMENT, node INT)"
     for ((round = 1; round <= rounds; round++)); do
