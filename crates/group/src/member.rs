@@ -733,8 +733,6 @@ impl<S: LogStore> Member<S> {
                 if self.leader == Some(from) {
                     // After the call: it may have brought us onto the leader's history.
                     self.leader_same_history = self.history_of(message.forks, message.fork_term) == History::Same;
-                }
-                if self.leader == Some(from) {
                     for (id, len) in message.queue_table {
                         if id != self.info.id && id != from && self.is_known(id) {
                             self.queue_lengths.insert(id, len);

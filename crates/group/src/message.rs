@@ -28,8 +28,8 @@ pub struct Message {
     pub fork_term: u64,
     /// Set by a leader in contact with a quorum: receivers are then primary.
     pub leader_primary: bool,
-    /// The sender is in a primary component: one of another history meeting ours is a split
-    /// brain one side ends (`Member::conflicting_primary`).
+    /// The sender is in a primary component of its own history: one of another history
+    /// meeting ours is a split brain one side ends (`member/split_brain.rs`).
     pub primary: bool,
     /// From a leader: every member's receive-queue length as it last heard.
     pub queue_table: Vec<(MemberId, u32)>,

@@ -26,9 +26,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Version 7: the preload names the request each donor was chosen for (version 6 added the
-/// members donating, version 5 the inconsistency votes; version 4 had the certification index's key chains as 64-bit hashes, version 3
-/// 128-bit ones, version 2 their bytes; version 1 bare length prefixes instead of record
-/// frames).
+/// members donating, version 5 the inconsistency votes; version 4 had the certification
+/// index's key chains as 64-bit hashes, version 3 128-bit ones, version 2 their bytes;
+/// version 1 bare length prefixes instead of record frames).
 const MAGIC: &[u8; 8] = b"LSIST\x00\x00\x07";
 const HEADER: u8 = 1;
 const WRITESET: u8 = 2;

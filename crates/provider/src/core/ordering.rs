@@ -386,6 +386,7 @@ impl<W: Clone + PartialEq> Core<W> {
     /// our position stops counting as a place in it, whatever its seqno, so the state
     /// transfer is a full one. The saved state says so at once, and until that transfer is
     /// installed: a restart in between must not trust the server's own position either.
+    ///
     /// A running node whose member started over so (its primary component met one of
     /// another history and yielded to it: docs/design/group-forced-primary.md, "Two primary
     /// components meet") holds data of the side that ended: it stops, and its saved state
