@@ -172,7 +172,12 @@ impl<W: Clone + PartialEq> Core<W> {
         self.observed(|| super::Observation::DonorTaken { joiner: origin, id, donor, authoritative });
         let Some(c) = self.connection.as_ref() else { return };
         let me = c.me;
-        let ours = current || late;
+        // Once the server's script failed, a request that named its address is void: the
+        // handshake's next one, with the new script's, is ours (seed 36032: a guessing
+        // joiner heard its donor only after the script broke, and waited for a stream that
+        // was going to the failed script).
+        let void = (current || late) && self.phase == Phase::Joining(Handshake::NewScript);
+        let ours = (current || late) && !void;
         // Owned: the tally below needs the core while they are still to be logged.
         let name_of = |id| self.member_name(id);
         let joiner_name = name_of(origin);
@@ -187,6 +192,12 @@ impl<W: Clone + PartialEq> Core<W> {
             return;
         };
         let donor_name = name_of(donor);
+        if void {
+            log::info!(
+                "{donor_name} was chosen to donate for our state request after the server's script failed: \
+                 the new script's request follows"
+            );
+        }
         self.ordering.synced.remove(&donor);
         self.ordering.donors.insert(donor, incarnation_in(&c.view.members, donor).unwrap_or(0));
         self.ordering.donor_requests.insert(donor, (origin, id));

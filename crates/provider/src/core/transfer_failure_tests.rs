@@ -285,6 +285,33 @@ fn a_script_broken_by_its_donors_crash_is_started_again_for_another_donor() {
     }
 }
 
+/// The donor chosen for the request made after a donor left comes only after the server's
+/// script failed (taken for the first donor's broken stream): that request named the failed
+/// script's address, and the handshake's next request, with the new script's, waits for its
+/// own donor (provider simulator, seed 36032: the joiner took the first, its handshake asked
+/// the server for new scripts without end).
+#[test]
+fn a_donor_chosen_after_the_servers_script_failed_is_not_waited_for() {
+    let (mut core, generation) = waiting_joiner_among(&[DONOR, JOINER, OTHER]);
+    core.on_group_status(generation, &donor_gone(), 1_000);
+    assert!(matches!(core.begin_state_request(generation, REQUEST + 2), RequestStart::Send { .. }));
+    assert_eq!(core.sst_received(Gtid::UNDEFINED, -32), Status::Ok);
+    assert_eq!(core.phase(), Phase::Joining(Handshake::NewScript));
+    core.on_delivered(generation, 3, view(3, &[JOINER, OTHER]), live());
+    core.on_delivered(generation, 3, control(JOINER, request(REQUEST + 2)), live());
+    assert_eq!(core.connection().unwrap().donor, None, "its stream goes to the failed script");
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Waiting));
+    assert_eq!(core.handshake_step(generation, &APPLIER), Some(HandshakeStep::NewScript));
+    assert!(matches!(core.begin_state_request(generation, REQUEST + 4), RequestStart::Send { .. }));
+    core.on_delivered(generation, 3, control(JOINER, request(REQUEST + 4)), live());
+    assert_eq!(core.phase(), Phase::Joining(Handshake::NoDonor), "member 3 still donates");
+    core.on_delivered(generation, 3, control(OTHER, donation_ended(JOINER, REQUEST + 2)), live());
+    assert!(matches!(core.begin_state_request(generation, REQUEST + 6), RequestStart::Send { .. }));
+    core.on_delivered(generation, 3, control(JOINER, request(REQUEST + 6)), live());
+    assert_eq!(core.connection().unwrap().donor, Some((OTHER, 1)));
+    assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(3)));
+}
+
 /// A bootstrapped member chosen to donate for the joiner's request.
 fn donating() -> (Core<u32>, Donation) {
     let mut core = Core::new(test_settings(), Gtid::new(HISTORY, 0), true);

@@ -27,6 +27,10 @@ use std::time::Duration;
 /// Identifies a simulated server thread of one node: clients from 0, appliers from here.
 pub type Waiter = u32;
 const APPLIER_BASE: Waiter = 1000;
+/// Steps a simulated thread may take in one go without blocking: more is a livelock (seed
+/// 36032: a joiner's handshake asked for new scripts without end), reported rather than run
+/// forever with virtual time stopped.
+const SPIN_BOUND: usize = 1_000_000;
 /// How long a joiner waits for its donor's stream (the runtime: 300 s; simulated runs are
 /// shorter). A donor that restarted in the meantime is still in the view but will never send.
 const DONOR_PATIENCE_MS: u64 = 20_000;
@@ -477,7 +481,7 @@ impl Node {
     // ---- clients ---------------------------------------------------------------------------
 
     fn run_client(&mut self, c: usize, env: &mut Env<'_>) -> Result<(), String> {
-        loop {
+        for _ in 0..SPIN_BOUND {
             let state = std::mem::replace(&mut self.clients[c], Client::Idle);
             match self.client_step(c, state, env)? {
                 Step::Continue(next) => self.clients[c] = next,
@@ -490,6 +494,7 @@ impl Node {
                 return Ok(());
             }
         }
+        Err(format!("client {c} took {SPIN_BOUND} steps without waiting: a livelock"))
     }
 
     fn client_step(&mut self, c: usize, state: Client, env: &mut Env<'_>) -> Result<Step<Client>, String> {
@@ -791,7 +796,7 @@ impl Node {
     // ---- appliers ----------------------------------------------------------------------------
 
     fn run_applier(&mut self, a: usize, env: &mut Env<'_>) -> Result<(), String> {
-        loop {
+        for _ in 0..SPIN_BOUND {
             if self.core.is_none() {
                 return Ok(());
             }
@@ -804,6 +809,7 @@ impl Node {
                 }
             }
         }
+        Err(format!("applier {a} took {SPIN_BOUND} steps without waiting: a livelock"))
     }
 
     fn applier_step(&mut self, a: usize, state: Applier, env: &mut Env<'_>) -> Result<Step<Applier>, String> {
