@@ -41,15 +41,17 @@ fn a_leader_that_removed_itself_and_crashed_does_not_block_every_election() {
 /// restarted one after the other, each took the forced leader's appends before its boundary
 /// and said they were primary: taken for a primary component of their own history, they made
 /// the forced component end (docs/design/group-forced-primary.md, "Two primary components
-/// meet").
+/// meet"). Since lost appends are sent again under steady writes (2026-11-30), seeds 24754,
+/// 34465 and 58759 run differently and force no component; 80767 and 80860 do.
 #[test]
 fn forced_components_of_random_runs_keep_what_their_members_applied() {
-    assert_eq!(run_seed(24163, false).unwrap_or_else(|v| panic!("{v}")).forced, 0);
-    assert_eq!(run_seed(24754, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
-    assert_eq!(run_seed(34465, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
-    assert_eq!(run_seed(41923, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
-    assert_eq!(run_seed(58759, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
-    assert_eq!(run_seed(69712, false).unwrap_or_else(|v| panic!("{v}")).forced, 1);
+    let forced = |seed| run_seed(seed, false).unwrap_or_else(|v| panic!("{v}")).forced;
+    for seed in [24163, 24754, 34465, 58759] {
+        assert_eq!(forced(seed), 0, "seed {seed}");
+    }
+    for seed in [41923, 69712, 80767, 80860] {
+        assert_eq!(forced(seed), 1, "seed {seed}");
+    }
 }
 
 #[test]

@@ -169,7 +169,7 @@ impl<W: Clone + PartialEq> Core<W> {
         authoritative: bool,
     ) {
         let id = request.id;
-        self.observed(|| super::Observation::DonorTaken { joiner: origin, id, donor, authoritative });
+        self.observed(|| super::Observation::DonorTaken { joiner: origin, id, after, donor, authoritative });
         let Some(c) = self.connection.as_ref() else { return };
         let me = c.me;
         // Once the server's script failed, a request that named its address is void: the
@@ -303,7 +303,8 @@ impl<W: Clone + PartialEq> Core<W> {
         let guess = possible.guess;
         self.observed(|| super::Observation::DonorChoice { guess, chosen: donor, answered });
         if answered {
-            self.observed(|| super::Observation::DonorTaken { joiner, id, donor, authoritative: true });
+            let after = possible.after;
+            self.observed(|| super::Observation::DonorTaken { joiner, id, after, donor, authoritative: true });
             if donor != guess {
                 self.correct_guess(joiner, id, &possible, donor);
             }

@@ -648,10 +648,10 @@ pub enum Observation {
     /// that knows who is synced: `guess` was ours, `chosen` the one taken (`answered`: told,
     /// else our guess after the bound).
     DonorChoice { guess: Option<MemberId>, chosen: Option<MemberId>, answered: bool },
-    /// This member took `donor` as the donor for `joiner`'s state request `id` (delivered live
-    /// or replayed from its log), knowing who is synced or told by a member that knows
-    /// (`authoritative`), or guessing.
-    DonorTaken { joiner: MemberId, id: u64, donor: Option<MemberId>, authoritative: bool },
+    /// This member took `donor` as the donor for `joiner`'s state request `id`, ordered after
+    /// seqno `after` (delivered live or replayed from its log), knowing who is synced or told
+    /// by a member that knows (`authoritative`), or guessing.
+    DonorTaken { joiner: MemberId, id: u64, after: Seqno, donor: Option<MemberId>, authoritative: bool },
 }
 
 impl<W: Clone + PartialEq> Core<W> {

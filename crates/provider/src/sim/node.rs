@@ -466,11 +466,11 @@ impl Node {
                     self.guesses_wrong += u64::from(answered && guess != chosen);
                     self.choices_untold += u64::from(!answered);
                 }
-                Observation::DonorTaken { joiner, id, donor, authoritative } => {
+                Observation::DonorTaken { joiner, id, after, donor, authoritative } => {
                     // Replayed choices too: one that differs shows the replaying member's
                     // state is not the group's (seed 2752: a checkpoint without the votes).
                     if authoritative {
-                        env.checks.donor_taken(self.index, joiner, id, donor)?;
+                        env.checks.donor_taken(self.index, joiner, id, after, donor)?;
                     }
                 }
             }

@@ -65,13 +65,14 @@ pub trait Invariant {
     fn index_installed(&mut self, _node: usize, _at: Seqno, _digest: u64) -> Result<(), String> {
         Ok(())
     }
-    /// `node` took `donor` as the group's donor for `joiner`'s state request `id` (it knows
-    /// who is synced, or a member that knows told it).
+    /// `node` took `donor` as the group's donor for `joiner`'s state request `id`, ordered
+    /// after seqno `after` (it knows who is synced, or a member that knows told it).
     fn donor_taken(
         &mut self,
         _node: usize,
         _joiner: MemberId,
         _id: u64,
+        _after: Seqno,
         _donor: Option<MemberId>,
     ) -> Result<(), String> {
         Ok(())
@@ -217,9 +218,15 @@ impl Checks {
         node: usize,
         joiner: MemberId,
         id: u64,
+        after: Seqno,
         donor: Option<MemberId>,
     ) -> Result<(), String> {
-        self.each(|c| c.donor_taken(node, joiner, id, donor))
+        // Ordered after the boundary's seqno: past the boundary, unless the forcing member
+        // had it (`SameDonor::on_fork`).
+        if self.abandoned(node, after + 1) {
+            return Ok(());
+        }
+        self.each(|c| c.donor_taken(node, joiner, id, after, donor))
     }
 
     pub fn donation_starts(&mut self, node: usize, already_donating: bool) -> Result<(), String> {
