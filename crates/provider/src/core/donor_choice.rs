@@ -188,6 +188,9 @@ impl<W: Clone + PartialEq> Core<W> {
                 if current && self.phase == Phase::Joining(Handshake::Requested) {
                     self.set_phase(Phase::Joining(Handshake::NoDonor));
                 }
+                if current && authoritative {
+                    self.catch_up_alone_for_want_of_donors();
+                }
             }
             return;
         };
@@ -250,6 +253,34 @@ impl<W: Clone + PartialEq> Core<W> {
             let donation = self.donation(origin, id, sst_request, after, position, has_state, ist_addr, own_order);
             self.push_event(Event::Donate(Box::new(donation)));
         }
+    }
+
+    /// Our stream's donor left after the server took its state, and no member of the
+    /// primary component is synced or donating: nobody will ever send the stream. When our
+    /// own order, certified with the group's certification state, reaches back to our
+    /// position, it is the group's, and we apply it from our own log (provider simulator,
+    /// seed 2997: the last member with data, its donor crashed with the others, forced a
+    /// component; the others needed a full transfer from it, and it waited for a stream
+    /// for 300 s).
+    fn catch_up_alone_for_want_of_donors(&mut self) {
+        let Some(c) = self.connection.as_ref() else { return };
+        let (me, view) = (c.me, &c.view.members);
+        // A donor that left or restarted stays in the bookkeeping until its end is ordered.
+        let donating =
+            self.ordering.donors.iter().any(|(&d, &incarnation)| incarnation_in(view, d) == Some(incarnation));
+        let nobody = self.ordering.synced.iter().all(|&m| m == me) && !donating;
+        if !nobody || self.phase != Phase::Joined || !self.can_catch_up_alone() {
+            return;
+        }
+        log::info!(
+            "no member of the primary component can send the state transfer stream our donor did not: \
+             applying the order after {} from this node's own log",
+            self.last_committed()
+        );
+        if let Some(c) = self.connection.as_mut() {
+            c.donor_search = None;
+        }
+        self.set_catch_up(CatchUp::Done);
     }
 
     /// Our member id in a view of our previous incarnation (we restarted before the group

@@ -137,6 +137,36 @@ fn a_restarted_node_alone_in_its_view_catches_up_alone_at_once() {
     assert_eq!(core.restart_choice(generation, &1), Some(true));
 }
 
+/// The donor that was to confirm the position of a restarted node leaves after the server
+/// took its state, and nobody else is synced: the node applies its own order (provider
+/// simulator, seed 2997, where the others crashed and it forced a component).
+#[test]
+fn a_restarted_node_whose_confirming_donor_left_catches_up_alone_when_nobody_else_can_donate() {
+    let (mut core, generation) = restarted(&[ME, OTHER]);
+    synced_from(&mut core, generation, OTHER, Some(2));
+    let RequestStart::Send(request) = core.begin_state_request(generation, 9) else { panic!("sends") };
+    let live = DeliveryContext { history: HISTORY, replayed: false };
+    let ordered = |control| Payload::Control { origin: ME, control };
+    core.on_delivered(generation, 4, ordered(Control::StateRequest(request)), live);
+    assert_eq!(core.connection().unwrap().donor.map(|(donor, _)| donor), Some(OTHER));
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 3), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 3)));
+    core.take_effects();
+
+    core.on_group_status(generation, &test_status(ME, true, &[ME]), 1_000);
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Waiting));
+    let again = core.take_effects().send.into_iter().find_map(|(c, _)| match c {
+        Control::StateRequest(r) => Some(r),
+        _ => None,
+    });
+    let again = again.expect("the stream alone is asked for");
+    assert!(again.own_order);
+    core.on_delivered(generation, 5, view(5, &[ME]), live);
+    core.on_delivered(generation, 5, ordered(Control::StateRequest(again)), live);
+    assert_eq!(core.catch_up(generation), Some(CatchUp::Done), "nobody can send it");
+    assert!(core.can_replicate());
+}
+
 #[test]
 fn a_donor_confirms_the_position_of_a_joiner_that_holds_its_order_even_without_the_gap() {
     let (core, _) = restarted(&[ME, OTHER]);
