@@ -116,6 +116,7 @@ impl<W: Clone + PartialEq> Core<W> {
             new_scripts: 0,
             index_only_at: None,
             snapshot_at: None,
+            skipped_without_state: None,
             donations: Default::default(),
             restart: super::phase::Restart::Undecided,
             checkpoint: opening.checkpoint,

@@ -304,6 +304,9 @@ pub struct Connection {
     pub index_only_at: Option<Seqno>,
     /// The server's snapshot, installed at this seqno.
     pub snapshot_at: Option<Seqno>,
+    /// The newest seqno a gap of the group's log skipped while this node had no state: a
+    /// snapshot older than it misses what the gap skipped (see `Core::snapshot_covers_gap`).
+    pub skipped_without_state: Option<Seqno>,
     /// Donations this node's server is running, oldest first: a failed one is reported for
     /// its joiner.
     pub donations: Vec<apply::Donating>,

@@ -569,6 +569,9 @@ impl<W: Clone + PartialEq> Core<W> {
             self.ordering.restored = None;
             self.ordering.synced_unknown = true;
             self.ordering.synced_guessed = false;
+            if let Some(c) = self.connection.as_mut().filter(|c| !c.has_state) {
+                c.skipped_without_state = c.skipped_without_state.max(Some(seqno));
+            }
         }
         self.ordering.delivered = self.ordering.delivered.max(seqno);
         let committed = self.committed.last_contiguous();

@@ -147,6 +147,26 @@ fn only_the_joiner_of_that_request_stops() {
     assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 2)));
 }
 
+/// Provider simulator, seed 53974: the group's log skipped seqnos 3 to 5 while the joiner
+/// waited for its snapshot, which the donor made at seqno 2. Nothing holds them any more: the
+/// joiner stops for a full transfer instead of waiting for seqno 3 for good.
+#[test]
+fn a_snapshot_older_than_a_gap_skipped_while_waiting_for_it_ends_the_joiner() {
+    let (mut core, generation) = waiting_joiner();
+    install_donor_stream(&mut core, generation);
+    core.on_delivered(generation, 5, Payload::Gap, live());
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 2), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Err(Status::Fatal));
+    assert!(core.is_failed());
+    // A snapshot that reaches past the gap goes on.
+    let (mut core, generation) = waiting_joiner();
+    install_donor_stream(&mut core, generation);
+    core.on_delivered(generation, 5, Payload::Gap, live());
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 5), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 5)));
+    assert!(!core.is_failed());
+}
+
 /// Provider simulator, seed 5304 of a 10 000-seed run: a request asked again while the first
 /// donor still served the first one; both donors' results reached the core, and the second
 /// one's phase change (a result after a result) panicked.
