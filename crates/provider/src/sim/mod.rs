@@ -536,4 +536,13 @@ mod tests {
     fn a_member_that_fails_while_an_applier_waits_for_its_turn_stops_and_is_restarted() {
         run_seed(36811, false).unwrap_or_else(|v| panic!("{v}"));
     }
+
+    /// Seed 53974: the group's log skipped seqnos past a joiner's request while it waited for
+    /// its snapshot, which came older than the gap; it waited for the first skipped seqno for
+    /// good. It now stops for a full transfer and is restarted
+    /// (docs/design/group-gcache-purge-and-state-gaps.md, hazard 5).
+    #[test]
+    fn a_joiner_whose_snapshot_is_older_than_a_gap_stops_and_is_restarted() {
+        run_seed(53974, false).unwrap_or_else(|v| panic!("{v}"));
+    }
 }
