@@ -17,6 +17,7 @@ use crate::types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqn
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
+use std::sync::Arc;
 
 mod cache_read;
 mod handover;
@@ -166,6 +167,9 @@ pub struct Member<S: LogStore> {
     /// Our writesets and messages a forced primary component dropped unordered: proposed
     /// again once we lead it (`force_primary`).
     reorder: Vec<(u64, Op)>,
+    /// Leader: the applied position and membership at which the directory's wishes asked for
+    /// no membership change (`lead_membership` looks again only once either moves).
+    membership_settled: Option<(Position, Arc<Membership>)>,
     /// Parts of other members' writesets (and of our earlier lives) applied so far.
     assembly: Assembly,
     completions: Vec<(u64, Result<Seqno, SubmitError>)>,
@@ -390,6 +394,7 @@ impl<S: LogStore> Member<S> {
             resend: BTreeMap::new(),
             uploads: VecDeque::new(),
             reorder: Vec::new(),
+            membership_settled: None,
             assembly: Assembly::default(),
             reads: BTreeMap::new(),
             asked_reads: BTreeMap::new(),
@@ -1177,11 +1182,8 @@ impl<S: LogStore> Member<S> {
             return None;
         }
         let lease_ms = self.config.election_timeout_min_ms / 4;
-        let now = self.now_ms;
-        let mut recent: BTreeSet<MemberId> =
-            self.last_heard_ms.iter().filter(|&(_, &t)| now <= t + lease_ms).map(|(&id, _)| id).collect();
-        recent.insert(self.info.id);
-        self.raft.latest_membership().has_quorum(&recent).then_some(self.raft.last_index())
+        let recent = |id: MemberId| id == self.info.id || self.heard_within(id, lease_ms);
+        self.raft.latest_membership().has_quorum_where(recent).then_some(self.raft.last_index())
     }
 
     /// Read barriers asked of a member that no longer leads: its answer may never come (it
@@ -1946,7 +1948,8 @@ impl<S: LogStore> Member<S> {
     }
 
     fn quorum_in_contact(&self) -> bool {
-        self.raft.latest_membership().has_quorum(&self.members_in_contact())
+        let suspect_ms = self.config.suspect_timeout_ms;
+        self.raft.latest_membership().has_quorum_where(|id| id == self.info.id || self.heard_within(id, suspect_ms))
     }
 
     fn is_known(&self, id: MemberId) -> bool {
@@ -2687,13 +2690,7 @@ impl<S: LogStore> Member<S> {
 
     /// A leader is primary while it heard from a quorum within the suspect timeout.
     fn is_primary_as_leader(&self) -> bool {
-        let now = self.now_ms;
-        let mut contact: BTreeSet<MemberId> = (self.last_heard_ms.iter())
-            .filter(|&(_, &t)| now <= t + self.config.suspect_timeout_ms)
-            .map(|(&id, _)| id)
-            .collect();
-        contact.insert(self.info.id);
-        self.raft.latest_membership().has_quorum(&contact)
+        self.quorum_in_contact()
     }
 
     /// The transport saw the last connection `id` had open to us end: its process ended, or
@@ -2828,7 +2825,7 @@ impl<S: LogStore> Member<S> {
     fn lead_membership(&mut self) {
         self.lead_own_membership();
         let latest = self.raft.latest_membership();
-        if latest.is_joint() || latest != self.applied.membership {
+        if latest.is_joint() || *latest != self.applied.membership {
             return;
         }
         let now = self.now_ms;
@@ -2860,6 +2857,10 @@ impl<S: LogStore> Member<S> {
             }
         }
         let me = self.info.id;
+        let position = self.applied.position;
+        if self.membership_settled.as_ref().is_some_and(|(at, m)| *at == position && Arc::ptr_eq(m, &latest)) {
+            return;
+        }
         let wants_in = |id: &MemberId| self.applied.directory.get(id).is_some_and(|e| e.wants_in);
         match next_change(&latest, &self.applied, me) {
             Some(Change::Votes(id, votes)) => {
@@ -2875,7 +2876,7 @@ impl<S: LogStore> Member<S> {
                 self.raft.propose_votes(id, 0);
             }
             Some(Change::NonVoter(id, present)) => drop(self.raft.propose_non_voter_change(id, present)),
-            None => {}
+            None => self.membership_settled = Some((position, latest)),
         }
     }
 }

@@ -98,7 +98,7 @@ impl<S: LogStore> Member<S> {
         let (min, max) = (self.config.election_timeout_min_ms, self.config.election_timeout_max_ms);
         // A membership change under way (a voter set the heir's election would be counted in).
         let latest = self.raft.latest_membership();
-        let changing = latest.is_joint() || latest != self.applied.membership;
+        let changing = latest.is_joint() || *latest != self.applied.membership;
         let lately = self.now_ms < self.handover_began_ms + max && self.handover_began_ms > 0;
         if self.handover.is_some() || lately || changing || !self.heard_within(heir, min) {
             return false;
@@ -182,7 +182,7 @@ impl<S: LogStore> Member<S> {
         }
         if !h.asked && self.raft.follower_match_index(heir) == Some(self.raft.last_index()) {
             h.asked = true;
-            for voter in self.raft.latest_membership().voters {
+            for &voter in &self.raft.latest_membership().voters {
                 if voter != self.info.id {
                     self.send(voter, Body::Campaign { heir });
                 }

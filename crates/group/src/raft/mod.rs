@@ -11,7 +11,9 @@ use crate::types::MemberId;
 use noraft::{
     Action as RaftAction, ClusterConfig, Log, LogEntries, LogEntry, LogIndex, LogPosition, Message, Node, NodeId, Term,
 };
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// A log position: the term of the entry and its Raft index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -66,9 +68,14 @@ impl Membership {
     /// True if `in_contact` holds more than half the votes of `voters` and, during a change,
     /// of `new_voters`.
     pub fn has_quorum(&self, in_contact: &BTreeSet<MemberId>) -> bool {
+        self.has_quorum_where(|m| in_contact.contains(&m))
+    }
+
+    /// `has_quorum` of the members for which `in_contact` holds.
+    pub fn has_quorum_where(&self, in_contact: impl Fn(MemberId) -> bool) -> bool {
         let majority = |set: &BTreeSet<MemberId>, votes: &BTreeMap<MemberId, u8>| {
             let weight = |m: &MemberId| u32::from(votes.get(m).copied().unwrap_or(1));
-            let held: u32 = set.iter().filter(|m| in_contact.contains(m)).map(weight).sum();
+            let held: u32 = set.iter().filter(|&&m| in_contact(m)).map(weight).sum();
             set.is_empty() || 2 * held > set.iter().map(weight).sum::<u32>()
         };
         !self.voters.is_empty() && majority(&self.voters, &self.votes) && majority(&self.new_voters, &self.new_votes)
@@ -276,12 +283,15 @@ pub struct Consensus {
     /// Actions taken from the node before an append that its pending one could not absorb
     /// (`handle_message`), in order, ahead of what `drain` takes next.
     taken_early: Vec<Action>,
+    /// `latest_membership` and the configuration it was made from: quorum checks ask for it
+    /// several times a round, and it changes only with the configuration.
+    latest: RefCell<Option<(ClusterConfig, Arc<Membership>)>>,
 }
 
 impl Consensus {
     /// A member with an empty log, waiting to be added by a leader or to bootstrap.
     pub fn start(id: MemberId) -> Self {
-        Self { node: Node::start(NodeId::new(id.0)), taken_early: Vec::new() }
+        Self { node: Node::start(NodeId::new(id.0)), taken_early: Vec::new(), latest: RefCell::default() }
     }
 
     /// A member restored from its cache: the snapshot boundary and the retained entries.
@@ -298,6 +308,7 @@ impl Consensus {
         Self {
             node: Node::restart(NodeId::new(id.0), Term::new(hard.term), hard.voted_for.map(|m| NodeId::new(m.0)), log),
             taken_early: Vec::new(),
+            latest: RefCell::default(),
         }
     }
 
@@ -344,8 +355,17 @@ impl Consensus {
     }
 
     /// The newest membership in the log, committed or not.
-    pub fn latest_membership(&self) -> Membership {
-        Membership::from_config(self.node.config())
+    pub fn latest_membership(&self) -> Arc<Membership> {
+        let config = self.node.config();
+        let mut latest = self.latest.borrow_mut();
+        match latest.as_ref() {
+            Some((made_from, membership)) if made_from == config => Arc::clone(membership),
+            _ => {
+                let membership = Arc::new(Membership::from_config(config));
+                *latest = Some((config.clone(), Arc::clone(&membership)));
+                membership
+            }
+        }
     }
 
     /// The newest membership entry the log holds past its snapshot, if any: its index, and
