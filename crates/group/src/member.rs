@@ -167,9 +167,9 @@ pub struct Member<S: LogStore> {
     /// Our writesets and messages a forced primary component dropped unordered: proposed
     /// again once we lead it (`force_primary`).
     reorder: Vec<(u64, Op)>,
-    /// Leader: the applied position and membership at which the directory's wishes asked for
-    /// no membership change (`lead_membership` looks again only once either moves).
-    membership_settled: Option<(Position, Arc<Membership>)>,
+    /// Leader: the membership and the directory's wishes (`Wish`) for which `next_change`
+    /// found nothing to change: `lead_membership` asks again only once either moves.
+    membership_settled: Option<(Arc<Membership>, Vec<Wish>)>,
     /// Parts of other members' writesets (and of our earlier lives) applied so far.
     assembly: Assembly,
     completions: Vec<(u64, Result<Seqno, SubmitError>)>,
@@ -2857,8 +2857,10 @@ impl<S: LogStore> Member<S> {
             }
         }
         let me = self.info.id;
-        let position = self.applied.position;
-        if self.membership_settled.as_ref().is_some_and(|(at, m)| *at == position && Arc::ptr_eq(m, &latest)) {
+        let settled = self.membership_settled.as_ref().is_some_and(|(m, wishes)| {
+            Arc::ptr_eq(m, &latest) && wishes.iter().copied().eq(wishes_of(&self.applied))
+        });
+        if settled {
             return;
         }
         let wants_in = |id: &MemberId| self.applied.directory.get(id).is_some_and(|e| e.wants_in);
@@ -2876,7 +2878,7 @@ impl<S: LogStore> Member<S> {
                 self.raft.propose_votes(id, 0);
             }
             Some(Change::NonVoter(id, present)) => drop(self.raft.propose_non_voter_change(id, present)),
-            None => self.membership_settled = Some((position, latest)),
+            None => self.membership_settled = Some((latest, wishes_of(&self.applied).collect())),
         }
     }
 }
@@ -2937,6 +2939,13 @@ enum Change {
 /// never elect a leader again (docs/design/arbitrator.md). Voters follow the weights
 /// (crate::weights, docs/design/weighted-quorum.md); the leader itself is made a non-voter
 /// only by the next leader (`hand_over_lead`).
+/// What `next_change` reads of a member's directory entry.
+type Wish = (MemberId, bool, u8, bool);
+
+fn wishes_of(applied: &AppliedState) -> impl Iterator<Item = Wish> + '_ {
+    applied.directory.iter().map(|(&id, e)| (id, e.wants_in, e.info.weight, e.info.arbitrator))
+}
+
 fn next_change(latest: &Membership, applied: &AppliedState, me: MemberId) -> Option<Change> {
     let wants_in = |id: &MemberId| applied.directory.get(id).is_some_and(|e| e.wants_in);
     let by_weight = applied.votes_by_weight();
