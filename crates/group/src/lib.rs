@@ -71,7 +71,7 @@ pub mod node;
 mod parts;
 pub mod raft;
 pub mod record;
-mod rng;
+pub mod rng;
 pub mod sim;
 pub mod state;
 pub mod transport;

@@ -60,21 +60,18 @@ pub struct Workload {
     pub apply_us: u64,
 }
 
-/// A deterministic generator (splitmix64), the node's own.
+/// The group's seeded generator, except that an empty range still draws a number: the
+/// provider simulator's seeds, and the runs recorded of them, depend on it.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(lockstep_group::rng::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng(seed)
+        Rng(lockstep_group::rng::Rng::new(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     pub fn range(&mut self, low: u64, high: u64) -> u64 {
@@ -82,7 +79,7 @@ impl Rng {
     }
 
     pub fn chance(&mut self, per_million: u32) -> bool {
-        self.next_u64() % 1_000_000 < u64::from(per_million)
+        self.0.chance(per_million)
     }
 }
 
