@@ -2934,11 +2934,6 @@ enum Change {
     NonVoter(MemberId, bool),
 }
 
-/// The next step toward the directory's wishes, as leader `me`: removals first (they never
-/// need the departing member), never of the last voter with data: arbitrators alone could
-/// never elect a leader again (docs/design/arbitrator.md). Voters follow the weights
-/// (crate::weights, docs/design/weighted-quorum.md); the leader itself is made a non-voter
-/// only by the next leader (`hand_over_lead`).
 /// What `next_change` reads of a member's directory entry.
 type Wish = (MemberId, bool, u8, bool);
 
@@ -2946,6 +2941,11 @@ fn wishes_of(applied: &AppliedState) -> impl Iterator<Item = Wish> + '_ {
     applied.directory.iter().map(|(&id, e)| (id, e.wants_in, e.info.weight, e.info.arbitrator))
 }
 
+/// The next step toward the directory's wishes, as leader `me`: removals first (they never
+/// need the departing member), never of the last voter with data: arbitrators alone could
+/// never elect a leader again (docs/design/arbitrator.md). Voters follow the weights
+/// (crate::weights, docs/design/weighted-quorum.md); the leader itself is made a non-voter
+/// only by the next leader (`hand_over_lead`).
 fn next_change(latest: &Membership, applied: &AppliedState, me: MemberId) -> Option<Change> {
     let wants_in = |id: &MemberId| applied.directory.get(id).is_some_and(|e| e.wants_in);
     let by_weight = applied.votes_by_weight();
