@@ -2857,9 +2857,10 @@ impl<S: LogStore> Member<S> {
             }
         }
         let me = self.info.id;
-        let settled = self.membership_settled.as_ref().is_some_and(|(m, wishes)| {
-            Arc::ptr_eq(m, &latest) && wishes.iter().copied().eq(wishes_of(&self.applied))
-        });
+        let settled = self
+            .membership_settled
+            .as_ref()
+            .is_some_and(|(m, wishes)| Arc::ptr_eq(m, &latest) && wishes.iter().copied().eq(wishes_of(&self.applied)));
         if settled {
             return;
         }
