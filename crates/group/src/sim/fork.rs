@@ -3,8 +3,10 @@
 //! other events, which its members applied: an operator who forces accepts losing them
 //! (docs/design/group-forced-primary.md). The checkers follow the forced side from the
 //! boundary on. Every other member is held apart until it shows it is on that side: a state
-//! gap, a views-only skip from at or below the boundary, or the forced side's next event right
-//! after the boundary. Until then what it delivers past the boundary is the abandoned side's,
+//! gap past the boundary (or one that says its history forked), a views-only skip from at or
+//! below the boundary, or the forced side's next event right after the boundary. A gap at or
+//! below the boundary shows nothing: a restarted member's own log starts with one, and what
+//! it replays after it may be the abandoned side's (provider simulator, seed 63168). Until then what it delivers past the boundary is the abandoned side's,
 //! unchecked, and must not be the forced side's: a member that applied past the boundary on
 //! the abandoned side and then goes on with the forced side's events without a state gap
 //! holds both histories at once.
@@ -71,6 +73,7 @@ impl Fork {
         let resume_after = if last <= boundary { last } else { 0 };
         let forced_here = self.forced.get(&d.seqno) == Some(&delivered_hash(d));
         let verdict = match d.kind {
+            DeliveredKind::StateGap if d.seqno <= boundary => Verdict::Check,
             DeliveredKind::StateGap | DeliveredKind::HistoryForked => Verdict::Settle { resume_after },
             DeliveredKind::ViewsMissed if last <= boundary => Verdict::Settle { resume_after },
             DeliveredKind::ViewsMissed => Verdict::Broken(format!(
@@ -135,5 +138,22 @@ mod tests {
         assert!(matches!(fork.judge(past, 11, &writeset(12, b"new")), Verdict::Broken(_)));
         assert_eq!(fork.judge(past, 11, &gap(12, DeliveredKind::StateGap)), Verdict::Settle { resume_after: 0 });
         assert_eq!(fork.unsettled().count(), 2);
+    }
+
+    /// Provider simulator, seed 63168: a restarted member's own log starts with a gap below
+    /// the boundary and may go on past it on the abandoned side.
+    #[test]
+    fn a_state_gap_at_or_below_the_boundary_settles_nothing() {
+        let (forcer, restarted) = (MemberId(1), MemberId(2));
+        let mut fork = Fork::new(10, forcer, (1..=3).map(MemberId));
+        let forced = Delivered { seqno: 11, kind: DeliveredKind::View(View::default()), bytes: b"forced".to_vec() };
+        assert_eq!(fork.judge(forcer, 10, &forced), Verdict::Check);
+        assert_eq!(fork.judge(restarted, 12, &gap(4, DeliveredKind::StateGap)), Verdict::Check);
+        assert!(fork.is_unsettled(restarted));
+        assert_eq!(fork.judge(restarted, 10, &writeset(11, b"abandoned")), Verdict::Skip);
+        assert_eq!(
+            fork.judge(restarted, 11, &gap(11, DeliveredKind::HistoryForked)),
+            Verdict::Settle { resume_after: 0 }
+        );
     }
 }

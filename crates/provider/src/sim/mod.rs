@@ -545,4 +545,15 @@ mod tests {
     fn a_joiner_whose_snapshot_is_older_than_a_gap_stops_and_is_restarted() {
         run_seed(53974, false).unwrap_or_else(|v| panic!("{v}"));
     }
+
+    /// Seed 63168: after a component was forced, a member of the side it left restarted and
+    /// replayed its own log, which starts with a gap below the fork's boundary and goes past
+    /// it on the abandoned side. The group's fork checker took that gap for a move to the
+    /// forced side and compared the replay with the forced side's events
+    /// (`lockstep_group::sim::fork`).
+    #[test]
+    fn a_member_of_the_side_left_replays_its_own_log_unjudged_past_the_fork() {
+        let outcome = run_seed(63168, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.forced);
+    }
 }
