@@ -1604,7 +1604,7 @@ impl<S: LogStore> Member<S> {
             // Deposed by our heir: still the primary component until it speaks or the
             // suspect timeout passes, as a follower during an election.
             self.leader = None;
-            self.leader_primary = self.is_primary_as_leader();
+            self.leader_primary = self.quorum_in_contact();
             self.leader_heard_ms = self.now_ms;
         }
         if is_append && term == self.raft.term() {
@@ -1947,6 +1947,8 @@ impl<S: LogStore> Member<S> {
         self.applied.view.contains(id) || self.raft.latest_membership().contains(id)
     }
 
+    /// A quorum heard from within the suspect timeout, us included: a leader is primary while
+    /// it has one.
     fn quorum_in_contact(&self) -> bool {
         let suspect_ms = self.config.suspect_timeout_ms;
         self.raft.latest_membership().has_quorum_where(|id| id == self.info.id || self.heard_within(id, suspect_ms))
@@ -2669,7 +2671,7 @@ impl<S: LogStore> Member<S> {
         let now = self.now_ms;
         let fresh = |t: u64| now <= t + self.config.suspect_timeout_ms;
         if self.raft.role() == Role::Leader {
-            self.is_primary_as_leader()
+            self.quorum_in_contact()
         } else {
             // Also while an election runs (no leader known): still the primary component
             // until the last leader has been silent for the suspect timeout, as Galera keeps
@@ -2685,12 +2687,7 @@ impl<S: LogStore> Member<S> {
     /// (mtr MDEV-29142: node 2's causal read failed as node 1, the leader, left). Until then
     /// it also orders what they forward and answers their read-index questions.
     fn leads_primary(&self) -> bool {
-        self.is_primary() || (self.failed.is_none() && self.leaving && self.is_primary_as_leader())
-    }
-
-    /// A leader is primary while it heard from a quorum within the suspect timeout.
-    fn is_primary_as_leader(&self) -> bool {
-        self.quorum_in_contact()
+        self.is_primary() || (self.failed.is_none() && self.leaving && self.quorum_in_contact())
     }
 
     /// The transport saw the last connection `id` had open to us end: its process ended, or
