@@ -844,16 +844,16 @@ impl<W: Clone + PartialEq> Core<W> {
         Ok(position)
     }
 
-    /// The server took its state after a donor left, but no request of ours waits at its
-    /// point in the order for the donor's stream (the request asked again was lost, and the
-    /// script of the donor that left ended after all): unless a request of ours is ordered
-    /// first, the stream is asked for alone (see [`Core::ask_again_due`]).
+    /// The server took its state, but no request of ours waits at its point in the order for
+    /// the donor's stream: unless a request of ours is ordered first, the stream is asked for
+    /// alone (see [`Core::ask_again_due`]). The request may have been lost: asked again after
+    /// a donor left, with the script of the donor that left ending after all; or ordered
+    /// only past the point where a component this member then forced forked from the order
+    /// (provider simulator, seed 64032).
     fn expect_stream(&mut self) {
         let now_ms = self.clock_ms;
         let Some(c) = self.connection.as_mut().filter(|c| c.catch_up == CatchUp::Waiting) else { return };
-        if let Some(search) = c.donor_search.as_mut() {
-            *search = DonorSearch { since_ms: now_ms, next_ms: now_ms + REQUEST_LAG_MS };
-        }
+        c.donor_search = Some(DonorSearch { since_ms: now_ms, next_ms: now_ms + REQUEST_LAG_MS });
     }
 
     /// The server asked for no transfer (a running server reconnecting): our own state must
@@ -1231,7 +1231,7 @@ impl<W: Clone + PartialEq> Core<W> {
             let secs = DONOR_SEARCH_MS / 1000;
             self.fail_stream(
                 generation,
-                &format!("no member sent the state transfer stream within {secs} s after our donor left"),
+                &format!("no member sent the state transfer stream within {secs} s of our asking for it again"),
             );
             return;
         }

@@ -741,6 +741,34 @@ fn a_stream_that_cannot_reach_the_servers_snapshot_stops_the_joiner() {
     assert!(core.is_failed(), "seqno 3 would be certified by this node alone");
 }
 
+/// Found by the provider simulator (seed 64032): our request was ordered only past the point
+/// where the component our member then forced forked from the order, and the server took its
+/// state from that request's donor all the same. No donor is known here to leave.
+#[test]
+fn a_request_never_ordered_here_is_asked_again_once_the_server_took_its_state() {
+    let mut core = Core::new(test_settings(), Gtid::UNDEFINED, true);
+    let generation = open(&mut core, JOINER, false);
+    core.on_delivered(generation, 2, view(2, &[DONOR, JOINER, OTHER]), live());
+    assert!(matches!(core.next_task(generation, &APPLIER), Some(Task::Run(Event::View { .. }))));
+    assert!(matches!(core.begin_state_request(generation, REQUEST), RequestStart::Send { .. }));
+    let status = test_status(JOINER, true, &[DONOR, JOINER, OTHER]);
+    core.on_group_status(generation, &status, 1_000);
+    assert_eq!(core.sst_received(Gtid::new(HISTORY, 2), 0), Status::Ok);
+    assert_eq!(core.install_transfer(generation), Ok(Gtid::new(HISTORY, 2)));
+    assert_eq!((core.phase(), core.catch_up(generation)), (Phase::Joined, Some(CatchUp::Waiting)));
+    core.take_effects();
+
+    core.on_group_status(generation, &status, 5_999);
+    assert_eq!(requests(&mut core), [], "our request may still be on its way through the order");
+    core.on_group_status(generation, &status, 6_000);
+    let again = requests(&mut core);
+    assert!(
+        matches!(&again[..], [Control::StateRequest(r)]
+            if r.id == REQUEST + 2 && r.has_state && r.sst_request.is_empty() && r.position == Gtid::new(HISTORY, 2)),
+        "the stream alone is asked for: {again:?}"
+    );
+}
+
 /// The donations among the tasks `core` runs next, by joiner.
 fn donations(core: &mut Core<u32>, generation: u64) -> Vec<MemberId> {
     std::iter::from_fn(|| match core.next_task(generation, &APPLIER) {

@@ -556,4 +556,15 @@ mod tests {
         let outcome = run_seed(63168, false).unwrap_or_else(|v| panic!("{v}"));
         assert!(outcome.forced);
     }
+
+    /// Seed 64032: a restarted node's request was ordered only on the majority's side while
+    /// its member was cut off; the donor's position-only state reached the server all the
+    /// same, then the donor crashed with the majority and this member forced a component
+    /// whose order forks before that request. The node stayed joined, waiting for a stream
+    /// nobody would send.
+    #[test]
+    fn a_joiner_whose_request_was_lost_with_a_forks_abandoned_side_asks_again() {
+        let outcome = run_seed(64032, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.forced);
+    }
 }
