@@ -989,7 +989,7 @@ impl<W: Clone + PartialEq> Core<W> {
         self.ordering.synced = preload.synced.into_iter().collect();
         self.ordering.donors = preload.donors.into_iter().collect();
         self.ordering.donor_requests = preload.donor_requests.into_iter().map(|(d, j, id)| (d, (j, id))).collect();
-        self.guesses_settled_by_state(at);
+        self.guesses_settled_by_state(at, preload.controls);
         self.ordering.synced_unknown = false;
         // A state made for another of our requests ordered after the same seqno (a later one
         // holds effects we will take again, an earlier one lacks some we took): its synced
@@ -1236,8 +1236,8 @@ impl<W: Clone + PartialEq> Core<W> {
             return;
         }
         c.donor_search = Some(DonorSearch { next_ms: now_ms + ASK_AGAIN_MS, ..search });
-        // Random ids are the runtime's; the next of ours is as unlikely to match an old one.
-        c.new_request_id(c.request_id.wrapping_add(2));
+        let id = c.next_own_request_id();
+        c.new_request_id(id);
         let (id, ist_addr, donors) = (c.request_id, c.ist_addr.clone(), c.donors.clone());
         let position = match self.phase {
             Phase::Joining(Handshake::Received { position, .. }) => position,

@@ -103,6 +103,7 @@ impl<W: Clone + PartialEq> Core<W> {
             gap: Default::default(),
             request_id: 0,
             earlier_requests: Vec::new(),
+            asked_again_id: 0,
             ist_addr: opening.ist_addr,
             donors: opening.donors,
             leader: None,

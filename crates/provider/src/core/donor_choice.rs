@@ -39,8 +39,10 @@ pub struct AwaitedChoice {
 pub struct PossibleDonation {
     /// Our own guess, taken if nobody answers.
     guess: Option<MemberId>,
-    /// The seqno the request was ordered after, and whether its sender holds a state.
+    /// The seqno the request was ordered after, how many control messages were ordered after
+    /// that seqno up to it (itself included), and whether its sender holds a state.
     after: Seqno,
+    controls: u32,
     joiner_has_state: bool,
     /// Made at the request, before its bookkeeping, if this node could donate (it holds the
     /// state, and the view names this incarnation): completed by `as_chosen_donor`.
@@ -144,6 +146,7 @@ impl<W: Clone + PartialEq> Core<W> {
             let possible = PossibleDonation {
                 guess: donor,
                 after,
+                controls: self.ordering.controls_after,
                 joiner_has_state: r.has_state,
                 donation,
                 since_ms: self.clock_ms,
@@ -298,16 +301,19 @@ impl<W: Clone + PartialEq> Core<W> {
         incarnation_in(&c.view.members, c.me).map(|i| super::member_uuid(c.me, i)) == Some(c.member)
     }
 
-    /// A donor's state, made after seqno `at`, replaced our synced set and donors: our guesses
-    /// for requests ordered before `at` are settled there. Corrected by a late answer, one
-    /// would undo bookkeeping that state holds for another request (provider simulator, seed
-    /// 32404: a joiner guessed member 4 for another's request; the state it installed had
-    /// member 4 donating for the joiner itself; the answer then put member 4 back among the
-    /// candidates, and the joiner alone chose it for a third request). A joiner had no state
-    /// to donate from, so it loses no donation of its own.
-    pub(super) fn guesses_settled_by_state(&mut self, at: Seqno) {
+    /// A donor's state, made at our request (the `controls`-th control message ordered after
+    /// seqno `at`), replaced our synced set and donors: our guesses for requests ordered
+    /// before ours are settled there. Corrected by a late answer, one would undo bookkeeping
+    /// that state holds for another request (provider simulator, seed 32404: a joiner guessed
+    /// member 4 for another's request; the state it installed had member 4 donating for the
+    /// joiner itself; the answer then put member 4 back among the candidates, and the joiner
+    /// alone chose it for a third request). So for a request ordered after the same seqno as
+    /// ours but before it (seed 68952: the answer put the guessed donor back among the synced
+    /// members, and the joiner, restarted from a checkpoint, chose it where the others chose
+    /// another). A joiner had no state to donate from, so it loses no donation of its own.
+    pub(super) fn guesses_settled_by_state(&mut self, at: Seqno, controls: u32) {
         if let Some(c) = self.connection.as_mut() {
-            c.possible_donations.retain(|_, p| p.after >= at);
+            c.possible_donations.retain(|_, p| p.after > at || (p.after == at && p.controls > controls));
         }
     }
 

@@ -274,6 +274,9 @@ pub struct Connection {
     /// (not ordered in time, or no donor then) may still be ordered late, and its donor act
     /// on it.
     pub earlier_requests: Vec<u64>,
+    /// Id of the latest request the core asked again by itself (0: none): the next is two
+    /// past it. Not two past `request_id`, which an earlier request ordered late takes back.
+    pub asked_again_id: u64,
     /// Where donors send us the incremental transfer (`ist.recv_addr`).
     pub ist_addr: String,
     /// `wsrep_sst_donor`.
@@ -337,6 +340,17 @@ impl Connection {
             self.earlier_requests.push(self.request_id);
         }
         self.request_id = id;
+    }
+
+    /// The id of a request the core asks again by itself, never one of ours already sent
+    /// (provider simulator, seed 73016: an earlier request ordered late took `request_id`
+    /// back, and the next asked again repeated the id of one already ordered with a donor,
+    /// so the members took two donors for one request). Random ids are the runtime's; ours
+    /// count on from them and are as unlikely to match one of them.
+    fn next_own_request_id(&mut self) -> u64 {
+        let base = if self.asked_again_id == 0 { self.request_id } else { self.asked_again_id };
+        self.asked_again_id = base.wrapping_add(2);
+        self.asked_again_id
     }
 }
 

@@ -729,6 +729,25 @@ fn the_stream_alone_is_asked_every_second_until_a_bound() {
     assert!(matches!(core.next_task(generation, &APPLIER), Some(Task::Exit(Status::Fatal))));
 }
 
+/// Found by the provider simulator (seed 73016): an earlier request ordered late takes
+/// `request_id` back; the next one asked again must not repeat the id of a later one sent.
+#[test]
+fn a_request_asked_again_never_repeats_the_id_of_one_already_sent() {
+    let (mut core, generation) = snapshot_without_stream();
+    let first = requests(&mut core).pop().expect("asked again");
+    core.on_group_status(generation, &donor_gone(), 2_000);
+    assert!(matches!(&requests(&mut core)[..], [Control::StateRequest(r)] if r.id == REQUEST + 4));
+    // The first one asked again is ordered late, with member 3 as its donor; then member 3
+    // leaves in turn.
+    core.on_delivered(generation, 3, view(3, &[JOINER, OTHER]), live());
+    core.on_delivered(generation, 3, control(JOINER, first), live());
+    core.on_delivered(generation, 3, choice(REQUEST + 2, Some(OTHER)), live());
+    assert_eq!(core.catch_up(generation), Some(CatchUp::AtRequest(3)));
+    core.on_group_status(generation, &test_status(JOINER, true, &[JOINER]), 3_000);
+    let again = requests(&mut core);
+    assert!(matches!(&again[..], [Control::StateRequest(r)] if r.id == REQUEST + 6), "{again:?}");
+}
+
 #[test]
 fn a_stream_that_cannot_reach_the_servers_snapshot_stops_the_joiner() {
     let (mut core, generation) = snapshot_without_stream();
@@ -1100,6 +1119,33 @@ fn a_member_that_connected_again_is_no_longer_taken_as_synced() {
     core.on_delivered(generation, 4, Payload::View(again), live());
     assert!(!core.ordering.synced.contains(&JOINER), "its announcement was its last incarnation's");
     assert!(core.ordering.synced.contains(&DONOR));
+}
+
+/// Found by the provider simulator (seed 68952): the answer for a request ordered after the
+/// same seqno as ours, but before it, came once the donor's state was in. That state holds
+/// the request's bookkeeping already; correcting our guess undid it.
+#[test]
+fn a_late_answer_for_a_request_ordered_before_ours_leaves_the_installed_state_as_it_is() {
+    const FOURTH: MemberId = MemberId(4);
+    let mut core = Core::new(test_settings(), Gtid::UNDEFINED, true);
+    let generation = open(&mut core, JOINER, false);
+    core.on_delivered(generation, 2, view(2, &[DONOR, JOINER, OTHER, FOURTH]), live());
+    assert!(matches!(core.next_task(generation, &APPLIER), Some(Task::Run(Event::View { .. }))));
+    let RequestStart::Send(ours) = core.begin_state_request(generation, REQUEST) else { panic!("sends") };
+    // After seqno 2: member 4's request (we guess member 1 donates; in truth nobody could),
+    // member 3's announcement, our request (member 3 donates, as we guess).
+    core.on_delivered(generation, 2, control(FOURTH, request(REQUEST + 1)), live());
+    core.on_delivered(generation, 2, control(OTHER, SYNCED), live());
+    core.on_delivered(generation, 2, control(JOINER, Control::StateRequest(ours)), live());
+    core.on_delivered(generation, 3, choice(REQUEST, Some(OTHER)), live());
+    assert_eq!(core.connection().unwrap().donor, Some((OTHER, 1)));
+    let state = Preload { synced: vec![], donors: vec![(OTHER, 1)], controls: 3, ..preload(2) };
+    core.install_stream(generation, whole_stream(2, None, vec![]), state).unwrap();
+
+    let late = Control::DonorChoice { joiner: FOURTH, id: REQUEST + 1, donor: None };
+    core.on_delivered(generation, 3, control(OTHER, late), live());
+    assert!(core.ordering.synced.is_empty(), "member 1 is not synced: {:?}", core.ordering.synced);
+    assert_eq!(core.ordering.donors.keys().copied().collect::<Vec<_>>(), [OTHER]);
 }
 
 #[test]

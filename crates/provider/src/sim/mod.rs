@@ -509,6 +509,14 @@ mod tests {
         run_seed(32404, false).unwrap_or_else(|v| panic!("{v}"));
     }
 
+    /// Seed 68952: the same for a request ordered after the same seqno as the joiner's own,
+    /// before it. The corrected guess reached a checkpoint, and the node restarted from it
+    /// chose another donor than the others.
+    #[test]
+    fn a_guess_for_a_request_just_before_ours_is_settled_by_our_installed_state() {
+        run_seed(68952, false).unwrap_or_else(|v| panic!("{v}"));
+    }
+
     /// Seed 32429: the member told `pc.bootstrap` had followed the old side's leader up to a
     /// higher index than its forced boundary and still knew that index committed; leading the
     /// forced component, it applied its own entries as they reached it, uncommitted, and
@@ -566,5 +574,13 @@ mod tests {
     fn a_joiner_whose_request_was_lost_with_a_forks_abandoned_side_asks_again() {
         let outcome = run_seed(64032, false).unwrap_or_else(|v| panic!("{v}"));
         assert!(outcome.forced);
+    }
+
+    /// Seed 73016: a joiner asked for the stream again, then took back an earlier request
+    /// ordered late; when that one's donor left, the request it asked next repeated the id
+    /// of the one already ordered, and the members took two donors for one id.
+    #[test]
+    fn a_request_asked_again_takes_an_id_never_sent() {
+        run_seed(73016, false).unwrap_or_else(|v| panic!("{v}"));
     }
 }
