@@ -129,8 +129,9 @@ impl Donation {
     }
 }
 
-/// How often a joiner whose donor left asks again for the stream, while no member can
-/// donate (as the server's handshake asks again after "no donor").
+/// How often a joiner asks again for the stream alone (its donor left, or no request of ours
+/// waits in the order), while no member can donate (as the server's handshake asks again
+/// after "no donor").
 const ASK_AGAIN_MS: u64 = 1000;
 /// A joiner whose server took its state while no request of ours waits at its point in the
 /// order asks for the stream alone after this long: a request of ours may still be on its
@@ -150,8 +151,9 @@ pub const SCRIPT_VERDICT_MS: u64 = 60_000;
 /// with it: each try costs a donor's snapshot.
 pub const NEW_SCRIPTS_MAX: u32 = 3;
 
-/// A joiner whose donor left: since when it asks for the stream alone, and when it asks
-/// next (never while the server's handshake asks with the server's own request).
+/// A joiner that asks for the stream alone (its donor left, or no request of ours waits in
+/// the order): since when it asks, and when it asks next (never while the server's handshake
+/// asks with the server's own request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DonorSearch {
     pub since_ms: u64,
