@@ -583,4 +583,13 @@ mod tests {
     fn a_request_asked_again_takes_an_id_never_sent() {
         run_seed(73016, false).unwrap_or_else(|v| panic!("{v}"));
     }
+
+    /// Seed 84829: a member of the side a forced component left started over as a new
+    /// member because its history forked. The simulator's node did not tell its core, as
+    /// the runtime's sink does, so the node went on from its position past the fork.
+    #[test]
+    fn a_node_whose_member_started_over_on_a_forked_history_takes_a_full_transfer() {
+        let outcome = run_seed(84829, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.forced);
+    }
 }

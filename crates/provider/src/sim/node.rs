@@ -186,6 +186,9 @@ pub struct Node {
     /// The group member's incarnation the core belongs to.
     pub incarnation: u64,
     pub generation: u64,
+    /// The member's news that its history forked (`Status::history_forked`) was told to
+    /// this connection's core, as the runtime's sink tells it once per connection.
+    history_forked_told: bool,
     pub db: Db,
     pub saved: Option<SavedState>,
     /// The certification checkpoint in the cache directory (survives crashes).
@@ -290,6 +293,7 @@ impl Node {
             core: None,
             incarnation: 0,
             generation: 0,
+            history_forked_told: false,
             db,
             saved,
             checkpoint: None,
@@ -342,6 +346,7 @@ impl Node {
             checkpoint: self.checkpoint.clone(),
         });
         self.core = Some(core);
+        self.history_forked_told = false;
         self.incarnation = incarnation;
         self.clients = (0..self.workload.clients).map(|_| Client::Idle).collect();
         self.appliers = (0..self.workload.appliers).map(|_| Applier::Idle).collect();
@@ -403,6 +408,13 @@ impl Node {
         let generation = self.generation;
         let status = env.group.status(self.id).expect("a running member");
         let history = Uuid(status.history);
+        if status.history_forked && !self.history_forked_told {
+            // As `provider::sink::CoreSink` does, before the next delivery (provider
+            // simulator, seed 84829: without it, a member that started over because its
+            // history forked let its node continue from a position past the fork).
+            self.history_forked_told = true;
+            self.core().history_forked();
+        }
         for (tag, error) in env.group.take_failures(self.id) {
             if tag == STATE_REQUEST_TAG {
                 self.resend_state_request(env.now_ms + 1_000);
