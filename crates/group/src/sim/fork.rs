@@ -6,10 +6,10 @@
 //! gap past the boundary (or one that says its history forked), a views-only skip from at or
 //! below the boundary, or the forced side's next event right after the boundary. A gap at or
 //! below the boundary shows nothing: a restarted member's own log starts with one, and what
-//! it replays after it may be the abandoned side's (provider simulator, seed 63168). Until then what it delivers past the boundary is the abandoned side's,
-//! unchecked, and must not be the forced side's: a member that applied past the boundary on
-//! the abandoned side and then goes on with the forced side's events without a state gap
-//! holds both histories at once.
+//! it replays after it may be the abandoned side's (provider simulator, seed 63168). Until
+//! then what it delivers past the boundary is the abandoned side's, unchecked, and must not be
+//! the forced side's: a member that applied past the boundary on the abandoned side and then
+//! goes on with the forced side's events without a state gap holds both histories at once.
 
 use super::invariants::{delivered_hash, is_numbered};
 use crate::types::{Delivered, DeliveredKind, MemberId, Seqno};

@@ -1240,7 +1240,7 @@ impl<W: Clone + PartialEq> Core<W> {
         c.donor_search = Some(DonorSearch { next_ms: now_ms + ASK_AGAIN_MS, ..search });
         let id = c.next_own_request_id();
         c.new_request_id(id);
-        let (id, ist_addr, donors) = (c.request_id, c.ist_addr.clone(), c.donors.clone());
+        let (ist_addr, donors) = (c.ist_addr.clone(), c.donors.clone());
         let position = match self.phase {
             Phase::Joining(Handshake::Received { position, .. }) => position,
             _ => self.last_committed(),

@@ -313,7 +313,7 @@ impl<W: Clone + PartialEq> Core<W> {
     /// another). A joiner had no state to donate from, so it loses no donation of its own.
     pub(super) fn guesses_settled_by_state(&mut self, at: Seqno, controls: u32) {
         if let Some(c) = self.connection.as_mut() {
-            c.possible_donations.retain(|_, p| p.after > at || (p.after == at && p.controls > controls));
+            c.possible_donations.retain(|_, p| (p.after, p.controls) > (at, controls));
         }
     }
 
