@@ -11,8 +11,8 @@ mod common;
 use common::session::{Session, DEADLOCK};
 use common::workload::{assert_bank_consistent, create_bank, load_duration, Load};
 use common::{
-    assert_same_data, last_committed, sql, status_var, table_fingerprints, wait_for_status, wait_until_converged,
-    TestCluster,
+    assert_same_data, last_committed, sql, status_var, table_fingerprints, wait_for_status, wait_until,
+    wait_until_converged, TestCluster,
 };
 use lockstep_cluster::Node;
 use std::sync::{Mutex, MutexGuard};
@@ -763,4 +763,62 @@ fn a_joiner_that_guesses_who_is_synced_goes_by_the_donor_choice_of_a_member_that
         let log = nodes[2].error_log_text().unwrap();
         assert!(log.contains("requested state transfer from 'node2'; selected node2 as donor"), "{log}");
     }
+}
+
+/// A split brain that heals: node 3, cut off, forces a primary component of its own
+/// (`pc.bootstrap=1`) while nodes 1 and 2 stay primary, and each side writes a row. When the
+/// isolation ends the two components meet and node 3's side ends: its data is not the
+/// cluster's and it needs a full state transfer, which its running server cannot take. So it
+/// ends its own process, as Galera aborts a running node whose transfer is impossible
+/// (docs/design/running-node-needing-a-full-transfer.md). Started again, as a service manager
+/// does (`Restart=on-abnormal`), it takes a full transfer and holds the majority's rows.
+/// Galera keeps the sides two clusters here (`bench/split-brain.sh`): Lockstep only.
+#[test]
+fn a_node_whose_forced_component_met_the_cluster_ends_and_restarts_into_a_full_transfer() {
+    let _serial = one_at_a_time();
+    let mut test = TestCluster::start("split", 3);
+    let nodes = &test.cluster.nodes;
+    if status_var(&nodes[0], "wsrep_provider_name") != "Lockstep" {
+        return;
+    }
+    let timeout = Duration::from_secs(60);
+    let rows = "SET SESSION wsrep_sync_wait = 15; SELECT GROUP_CONCAT(side ORDER BY id) FROM sb.t";
+    sql(&nodes[0], "CREATE DATABASE sb; CREATE TABLE sb.t (id INT PRIMARY KEY, side VARCHAR(10))");
+    sql(&nodes[0], "INSERT INTO sb.t VALUES (1, 'before')");
+    wait_until_converged(nodes);
+    sql(&nodes[2], "SET GLOBAL wsrep_provider_options = 'gmcast.isolate=1'");
+    wait_for_status(&nodes[2], &[("wsrep_cluster_status", "non-Primary")], timeout);
+    for node in &nodes[..2] {
+        wait_for_status(node, &[("wsrep_cluster_size", "2"), ("wsrep_cluster_status", "Primary")], timeout);
+    }
+    sql(&nodes[2], "SET GLOBAL wsrep_provider_options = 'pc.bootstrap=1'");
+    wait_for_status(&nodes[2], &[("wsrep_cluster_status", "Primary"), ("wsrep_ready", "ON")], timeout);
+    sql(&nodes[0], "INSERT INTO sb.t VALUES (2, 'majority')");
+    sql(&nodes[2], "INSERT INTO sb.t VALUES (3, 'forced')");
+    sql(&nodes[2], "SET GLOBAL wsrep_provider_options = 'gmcast.isolate=0'");
+    let healed = Instant::now();
+    let node3 = &mut test.cluster.nodes[2];
+    wait_until("node3's process ends by itself", Duration::from_secs(120), || {
+        if node3.is_running() {
+            Err("node3 still runs".into())
+        } else {
+            Ok(())
+        }
+    });
+    println!("node3 ended {:.1} s after the isolation ended", healed.elapsed().as_secs_f64());
+    let log = node3.error_log_text().unwrap();
+    assert!(log.contains("this node ends its process, to be restarted with a full state transfer"), "{log}");
+    assert!(node3.saved_state().unwrap().position.uuid.is_nil(), "node3's saved state must force a full transfer");
+    for node in &test.cluster.nodes[..2] {
+        assert_eq!(sql(node, rows).trim(), "before,majority", "{}", node.name());
+    }
+    let restarted = Instant::now();
+    test.cluster.start().unwrap();
+    let nodes = &test.cluster.nodes;
+    assert_all_synced(nodes, "3");
+    println!("node3 back by full transfer in {:.1} s", restarted.elapsed().as_secs_f64());
+    for node in nodes {
+        assert_eq!(sql(node, rows).trim(), "before,majority", "{}", node.name());
+    }
+    assert_same_data(nodes, "sb");
 }

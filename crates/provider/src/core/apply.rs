@@ -866,10 +866,10 @@ impl<W: Clone + PartialEq> Core<W> {
         }
         let position = self.last_committed();
         if !self.has_state() {
-            log::error!(
+            self.fail_needing_full_transfer(&format!(
                 "this node needs a state transfer (its position {position} does not continue the group's \
-                 history) but the server requested none: restart it to receive a full transfer"
-            );
+                 history) but the server requested none (a running server takes no snapshot)"
+            ));
             return Err(Status::Fatal);
         }
         self.join_from_own_state();
@@ -1083,7 +1083,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let Some(c) = self.connection.as_mut() else { return };
         let Some(skipped) = c.skipped_without_state.take() else { return };
         let Some(snapshot) = c.snapshot_at.filter(|&at| at < skipped) else { return };
-        self.fail_inconsistent(&format!(
+        self.fail_needing_full_transfer(&format!(
             "the state transfer ended at seqno {snapshot}, and the group no longer holds seqnos after it, up to \
              {skipped} (they left the group's log while this node waited for the transfer): it needs a full \
              state transfer"

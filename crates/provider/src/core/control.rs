@@ -76,6 +76,7 @@ impl<W: Clone + PartialEq> Core<W> {
             // Voted out; `close` left the position undefined: a full transfer follows.
             self.failed = false;
             self.inconsistent = false;
+            self.restart_needed = false;
         }
         if let Some(history) = opening.bootstrap_history {
             // The new cluster's history starts from what this node holds.

@@ -647,6 +647,9 @@ pub struct Core<W> {
     save_version: u64,
     /// The node stopped serving (a panic or a fatal error): every call fails.
     failed: bool,
+    /// It stopped because it needs a full state transfer, which a running server cannot take:
+    /// its runtime ends the process (see [`Core::restart_needed`]).
+    restart_needed: bool,
     /// Galera's node state last logged (`log_state_shift`).
     state_shown: &'static str,
     /// What the simulator watches (off in the runtime).
@@ -723,6 +726,7 @@ impl<W: Clone + PartialEq> Core<W> {
             effects: Effects::default(),
             save_version: 0,
             failed: false,
+            restart_needed: false,
             state_shown: "CLOSED",
             observations: None,
         }
@@ -870,7 +874,9 @@ impl<W: Clone + PartialEq> Core<W> {
     /// A writeset still waiting for its place fails now: deliveries are ignored from here on,
     /// so its outcome would never come.
     pub fn fail(&mut self, why: &str) {
-        if !self.failed {
+        if !self.failed && self.restart_needed {
+            log::error!("{why}: this node ends its process, to be restarted with a full state transfer");
+        } else if !self.failed {
             log::error!("{why}: this node stops replicating; restart it to rejoin the cluster");
         }
         self.failed = true;
@@ -931,6 +937,26 @@ impl<W: Clone + PartialEq> Core<W> {
     fn fail_inconsistent(&mut self, why: &str) {
         self.mark_inconsistent();
         self.fail(why);
+    }
+
+    /// A node whose running server needs a full state transfer: MariaDB takes a snapshot
+    /// (rsync, mariabackup, mysqldump into a fresh server) only before its storage engines
+    /// start, and asks a running server's provider for none. So, as Galera aborts where a
+    /// running node's transfer is impossible, the runtime ends the process once the node has
+    /// left; the service manager restarts it (`Restart=on-abnormal` in MariaDB's unit), and
+    /// the saved state, which names no position any more, makes the restarted server take a
+    /// full transfer (docs/design/running-node-needing-a-full-transfer.md).
+    fn fail_needing_full_transfer(&mut self, why: &str) {
+        if !self.failed {
+            self.restart_needed = true;
+        }
+        self.fail_inconsistent(why);
+    }
+
+    /// The node failed needing a full state transfer its running server cannot take: the
+    /// runtime ends the process ([`Core::fail_needing_full_transfer`]).
+    pub fn restart_needed(&self) -> bool {
+        self.restart_needed
     }
 
     fn mark_inconsistent(&mut self) {

@@ -389,14 +389,15 @@ impl<W: Clone + PartialEq> Core<W> {
     ///
     /// A running node whose member started over so (its primary component met one of
     /// another history and yielded to it: docs/design/group-forced-primary.md, "Two primary
-    /// components meet") holds data of the side that ended: it stops, and its saved state
-    /// asks for a full transfer.
+    /// components meet") holds data of the side that ended: it stops, its saved state asks
+    /// for a full transfer, and its process ends to take one
+    /// ([`Core::fail_needing_full_transfer`]).
     pub fn history_forked(&mut self) {
         if self.forked || self.inconsistent {
             return;
         }
         if self.phase.app_ready() {
-            self.fail_inconsistent(
+            self.fail_needing_full_transfer(
                 "this node's primary component met another of this cluster with a different history and ended (a \
                  component forced without a quorum, pc.npvo): its data is not the cluster's and it needs a full state \
                  transfer",
@@ -554,7 +555,7 @@ impl<W: Clone + PartialEq> Core<W> {
 
     /// The group no longer holds seqnos up to `seqno`. Below our position that changes
     /// nothing; above it our data misses them: before the server's handshake we ask for a
-    /// full snapshot instead, after it this node cannot go on.
+    /// full snapshot instead, after it this node cannot go on (its process ends to take one).
     /// `replayed`: the start of a restarted member's own log, whose views follow.
     fn on_gap(&mut self, seqno: Seqno, replayed: bool) {
         log::info!("the group no longer holds seqnos up to {seqno}");
@@ -579,7 +580,7 @@ impl<W: Clone + PartialEq> Core<W> {
             return;
         }
         if self.phase.app_ready() {
-            self.fail_inconsistent(&format!(
+            self.fail_needing_full_transfer(&format!(
                 "this node is at seqno {committed} and the group no longer holds the seqnos after it, up to {seqno} \
                  (gcache.size too small for the time it was behind): it needs a full state transfer"
             ));
@@ -599,7 +600,7 @@ impl<W: Clone + PartialEq> Core<W> {
             self.on_gap(seqno, replayed);
             return;
         }
-        self.fail_inconsistent(&format!(
+        self.fail_needing_full_transfer(&format!(
             "this node's data is past the point where the group's history forked from this node's (a component \
              forced without a quorum), and the group goes on after seqno {seqno}: it needs a full state transfer"
         ));

@@ -249,7 +249,8 @@ fn a_forked_history_asks_for_a_full_transfer_and_saves_no_position_until_it_is_i
 
 /// A node that applied past a fork of the order on the side the group's history left
 /// (docs/design/group-forced-primary.md): restarted, it asks for a full transfer whatever its
-/// position; running, it stops as inconsistent, its saved state asking for a full transfer.
+/// position; running, it stops as inconsistent, its saved state asking for a full transfer,
+/// and its process ends to be restarted into one.
 #[test]
 fn applying_past_a_fork_on_the_abandoned_side_takes_a_full_transfer() {
     let live = DeliveryContext { history: HISTORY, replayed: false };
@@ -266,20 +267,37 @@ fn applying_past_a_fork_on_the_abandoned_side_takes_a_full_transfer() {
     assert!(!running.is_failed());
     running.take_effects();
     running.on_delivered(generation, 2, Payload::HistoryForked, live);
-    assert!(running.is_failed());
+    assert!(running.is_failed() && running.restart_needed());
+    let (_, saved) = running.take_effects().save.expect("saved");
+    assert_eq!(saved.position, Gtid::UNDEFINED);
+}
+
+/// A running node whose group skipped seqnos past its position (its member fell behind what
+/// the leader's log held: docs/design/group-gcache-purge-and-state-gaps.md) stops, its saved
+/// state asks for a full transfer, and its process ends to be restarted into one; a gap it had
+/// applied past changes nothing.
+#[test]
+fn a_running_node_the_group_skipped_seqnos_past_ends_for_a_full_transfer() {
+    let live = DeliveryContext { history: HISTORY, replayed: false };
+    let (mut running, generation) = test_synced_with_other(test_settings());
+    running.on_delivered(generation, 1, Payload::Gap, live);
+    assert!(!running.is_failed());
+    running.on_delivered(generation, 5, Payload::Gap, live);
+    assert!(running.is_failed() && running.restart_needed());
     let (_, saved) = running.take_effects().save.expect("saved");
     assert_eq!(saved.position, Gtid::UNDEFINED);
 }
 
 /// A running node whose member started over as a new member of another primary component
 /// (its own met that one and yielded to it: docs/design/group-forced-primary.md, "Two
-/// primary components meet") stops, and its saved state asks for a full transfer.
+/// primary components meet") stops, its saved state asks for a full transfer, and its
+/// process ends to be restarted into one.
 #[test]
 fn a_running_node_whose_history_forked_stops_and_asks_for_a_full_transfer() {
     let (mut running, _) = test_synced_with_other(test_settings());
     running.take_effects();
     running.history_forked();
-    assert!(running.is_failed());
+    assert!(running.is_failed() && running.restart_needed());
     let (_, saved) = running.take_effects().save.expect("saved");
     assert_eq!(saved.position, Gtid::UNDEFINED);
 }

@@ -157,7 +157,7 @@ fn a_snapshot_older_than_a_gap_skipped_while_waiting_for_it_ends_the_joiner() {
     core.on_delivered(generation, 5, Payload::Gap, live());
     assert_eq!(core.sst_received(Gtid::new(HISTORY, 2), 0), Status::Ok);
     assert_eq!(core.install_transfer(generation), Err(Status::Fatal));
-    assert!(core.is_failed());
+    assert!(core.is_failed() && core.restart_needed());
     // A snapshot that reaches past the gap goes on.
     let (mut core, generation) = waiting_joiner();
     install_donor_stream(&mut core, generation);

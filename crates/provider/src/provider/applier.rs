@@ -31,6 +31,13 @@ impl Provider {
             return result;
         }
         self.leave_after_failure();
+        if self.lock_core().restart_needed() {
+            // Its saved state already names no position: restarted, it takes a full transfer.
+            self.end_process(
+                "this node needs a full state transfer, which its running server cannot take",
+                "State transfer impossible for a running server. Restart required.",
+            );
+        }
         if self.with_core(|core| core.last_receiver_stays()) {
             // The last applier delivers the final view now, as Galera's self-leave does: the
             // server sees a cluster of 0 and is disconnected (mtr galera_gra_log); a server
