@@ -939,13 +939,14 @@ impl<W: Clone + PartialEq> Core<W> {
         self.fail(why);
     }
 
-    /// A node whose running server needs a full state transfer: MariaDB takes a snapshot
-    /// (rsync, mariabackup, mysqldump into a fresh server) only before its storage engines
-    /// start, and asks a running server's provider for none. So, as Galera aborts where a
-    /// running node's transfer is impossible, the runtime ends the process once the node has
-    /// left; the service manager restarts it (`Restart=on-abnormal` in MariaDB's unit), and
-    /// the saved state, which names no position any more, makes the restarted server take a
-    /// full transfer (docs/design/running-node-needing-a-full-transfer.md).
+    /// A node whose running server needs a full state transfer: MariaDB takes an rsync or
+    /// mariabackup snapshot only before its storage engines start (a running server's
+    /// request is empty), and the runtime does not ask a running server for a mysqldump one.
+    /// So, as Galera aborts where a running node's transfer is impossible, the runtime ends
+    /// the process once the node has left; the service manager restarts it
+    /// (`Restart=on-abnormal` in MariaDB's unit), and the saved state, which names no
+    /// position any more, makes the restarted server take a full transfer
+    /// (docs/design/running-node-needing-a-full-transfer.md).
     fn fail_needing_full_transfer(&mut self, why: &str) {
         if !self.failed {
             self.restart_needed = true;
