@@ -7,7 +7,8 @@
 # non-primary, then told `pc.bootstrap=1` (a primary component of its own while nodes 1 and 2
 # stay primary); node 1 inserts a row, node 3 another; the isolation ends. Every 5 s for
 # WATCH_SECONDS each node's cluster status, size, wsrep_ready and rows are printed; then node
-# 3 is restarted (`cluster up`) and the rows of every node printed again. Not a test: it shows
+# 3 is stopped if it still runs (Lockstep's ends by itself, to be restarted into a full
+# transfer), restarted (`cluster up`), and the rows of every node printed again. Not a test: it shows
 # what each provider does with the two histories (docs/design/group-forced-primary.md, "Two
 # primary components meet").
 set -uo pipefail
