@@ -180,8 +180,11 @@ impl Sim {
             let result = self.nodes[i].step(&mut env);
             result.map_err(|e| self.violation(format!("node {}: {e}", i + 1)))?;
             if self.nodes[i].fatal && self.nodes[i].core_mut().is_some() {
-                // An applier left `recv` with a fatal error: the server stops; it is
-                // restarted as a packaging would (and recovers from its database).
+                // An applier left `recv` with a fatal error. A node that needs a full
+                // transfer ends its process and the service manager restarts it
+                // (docs/design/running-node-needing-a-full-transfer.md); one voted
+                // inconsistent stays up until an operator restarts it. Either way it is
+                // restarted here (and recovers from its database).
                 if self.trace {
                     println!("[{:>6} ms] node {} stops after a fatal error", self.now_ms, i + 1);
                 }
