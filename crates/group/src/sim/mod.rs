@@ -977,9 +977,13 @@ impl Sim {
         match self.fork.as_mut().map_or(fork::Verdict::Check, |f| f.judge(id, last, d)) {
             fork::Verdict::Check => self.check(|c| c.on_deliver(id, d)),
             fork::Verdict::Skip => Ok(()),
-            fork::Verdict::Settle { resume_after } => {
-                self.note(|| format!("{id} is on the forced side from seqno {}", d.seqno));
+            fork::Verdict::Settle { resume_after, ahead } => {
+                let from = ahead.first().map_or(d.seqno, |e| e.seqno);
+                self.note(|| format!("{id} is on the forced side from seqno {from}"));
                 self.check(|c| c.on_restart(id, resume_after))?;
+                for e in &ahead {
+                    self.check(|c| c.on_deliver(id, e))?;
+                }
                 self.check(|c| c.on_deliver(id, d))
             }
             fork::Verdict::Broken(detail) => Err(self.across_a_fork(detail)),

@@ -595,4 +595,13 @@ mod tests {
         let outcome = run_seed(84829, false).unwrap_or_else(|v| panic!("{v}"));
         assert!(outcome.forced);
     }
+
+    /// Seed 88529: a restarted member took the forced component's boundary and, a follower,
+    /// delivered the forced side's next events before the forcing member did. The fork
+    /// checker took them for the abandoned side's (group `sim/fork.rs`).
+    #[test]
+    fn a_member_that_delivers_the_forced_sides_events_first_is_on_the_forced_side() {
+        let outcome = run_seed(88529, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.forced);
+    }
 }
