@@ -197,6 +197,52 @@ fn every_node_killed_then_started_one_at_a_time_comes_back_once_a_majority_is_up
     finish(load, &test.cluster.nodes);
 }
 
+/// Nodes 1 and 2 killed; node 3, left alone and non-primary, reconnects
+/// (`wsrep_cluster_address` set again), so its group member starts again from its cache and
+/// has applied none of it when the operator tells it `pc.bootstrap=1`. It forms the primary
+/// component at its own data's position, takes a write, and nodes 1 and 2 start and join
+/// with every row. Before, such a member forced from its cache's boundary, below its node's
+/// data, or not at all while that boundary's view did not hold it
+/// (docs/design/group-forced-primary.md, "A restarted member forces from what its
+/// application holds").
+#[test]
+fn a_reconnected_node_told_to_bootstrap_forms_the_primary_component_at_its_own_position() {
+    let _serial = one_at_a_time();
+    let mut test = TestCluster::start("reconnect_bootstrap", 3);
+    sql(&test.cluster.nodes[0], "CREATE DATABASE r; CREATE TABLE r.t (id INT PRIMARY KEY)");
+    for id in 1..=50 {
+        sql(&test.cluster.nodes[id % 3], &format!("INSERT INTO r.t VALUES ({id})"));
+    }
+    wait_until_converged(&test.cluster.nodes);
+    let nodes = &mut test.cluster.nodes;
+    nodes[0].kill().unwrap();
+    nodes[1].kill().unwrap();
+    wait_for_status(&nodes[2], &[("wsrep_cluster_status", "non-Primary")], BACK_WITHIN);
+    let position = last_committed(&nodes[2]);
+    let address = nodes[2].config.cluster_address.clone();
+    // Returns once the group member has started again: its server sees no view yet.
+    sql(&nodes[2], &format!("SET GLOBAL wsrep_cluster_address = '{address}'"));
+    let log_before = log_lengths(std::slice::from_ref(&nodes[2]))[0];
+    let told_at = Instant::now();
+    sql(&nodes[2], "SET GLOBAL wsrep_provider_options = 'pc.bootstrap=1'");
+    wait_for_status(&nodes[2], &[("wsrep_cluster_status", "Primary"), ("wsrep_ready", "ON")], BACK_WITHIN);
+    println!("node3 primary {:.1} s after pc.bootstrap", told_at.elapsed().as_secs_f64());
+    let log = log_since(&nodes[2], log_before);
+    assert!(!log.contains("ahead of the group"), "node3:\n{log}");
+    assert!(last_committed(&nodes[2]) > position, "node3 at {}, its data at {position}", last_committed(&nodes[2]));
+    sql(&nodes[2], "INSERT INTO r.t VALUES (51)");
+    let positions: Vec<_> = nodes.iter().take(2).map(|n| n.restart_position().unwrap()).collect();
+    for (node, position) in nodes.iter_mut().zip(&positions) {
+        node.launch(false, position.as_ref()).unwrap();
+    }
+    for node in nodes.iter_mut().take(2) {
+        node.wait_ready().unwrap();
+    }
+    assert_all_synced(&test.cluster.nodes);
+    assert_same_data(&test.cluster.nodes, "r");
+    assert_eq!(sql(&test.cluster.nodes[0], "SELECT COUNT(*) FROM r.t").trim(), "51");
+}
+
 /// The cluster stopped node by node, the last one ahead of the other; the other one is then
 /// bootstrapped (its `safe_to_bootstrap` forced, as an operator would), and the last one is
 /// started next to it. Restarted alone on its old group, the last one always hears the later

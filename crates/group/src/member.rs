@@ -150,6 +150,13 @@ pub struct Member<S: LogStore> {
     /// The last seqno the application holds on this history, which may be past what the
     /// cache says was applied: compared with the forks of a snapshot only.
     application_position: Seqno,
+    /// A restarted member: the last entry of its log that its application's saved position
+    /// covers, with its seqno (`find_application_reach`).
+    application_reach: Option<(Position, Seqno)>,
+    /// `force_primary` waits for the receive queue to take what it applies first.
+    force_pending: bool,
+    /// The last member whose hand-over of `pc.bootstrap` we declined (logged once).
+    forcing_declined_to: Option<MemberId>,
     /// Entries up to this index were in the log when this member restarted.
     replayed_through: u64,
     next_request: u64,
@@ -319,6 +326,7 @@ impl<S: LogStore> Member<S> {
             member.failed = Some("cache holds entries whose terms do not follow its log".into());
         }
         member.seeds = seeds.iter().copied().filter(|&s| s != member.info.id).collect();
+        member.find_application_reach();
         member
     }
 
@@ -388,6 +396,9 @@ impl<S: LogStore> Member<S> {
             recv_queue_bytes: 0,
             resume_after,
             application_position: 0,
+            application_reach: None,
+            force_pending: false,
+            forcing_declined_to: None,
             replayed_through: 0,
             next_request: 1,
             pending: BTreeMap::new(),
@@ -609,6 +620,15 @@ impl<S: LogStore> Member<S> {
         }
         self.resend_lost_end();
         self.ask_reads_again();
+        if self.force_pending {
+            if self.is_primary() || self.forced_apart() {
+                self.force_pending = false;
+            } else if self.applied.position.index >= self.applicable_index() {
+                if let Err(e) = self.force_primary() {
+                    self.failed = Some(format!("cannot make a primary component without a quorum: {e}"));
+                }
+            }
+        }
         if let Some(handed) = self.forcing {
             // The order moved on: a primary component formed (ours came back, or the one
             // handed the forcing formed it), and the request was for the one we were in.
@@ -808,7 +828,7 @@ impl<S: LogStore> Member<S> {
             Body::Probe { .. } | Body::ProbeAnswer { .. } | Body::Stale => {}
             // From a member we know, even one our configuration left out: it was told
             // `pc.bootstrap` and we applied more.
-            Body::ForcePrimary if self.is_known(from) => self.bootstrap_primary(),
+            Body::ForcePrimary if self.is_known(from) => self.take_handed_force(from),
             Body::ForcePrimary => {}
             Body::Campaign { heir } => self.receive_campaign(from, heir),
             Body::Snapshot(state) => self.install_snapshot(from, state),
@@ -1353,6 +1373,45 @@ impl<S: LogStore> Member<S> {
     /// history at or below it is a forked history, not a gap (`install_snapshot`).
     pub fn set_application_position(&mut self, seqno: Seqno) {
         self.application_position = seqno;
+        self.find_application_reach();
+    }
+
+    /// A restarted member re-applies its log only as a leader says what is committed, so
+    /// until it hears from a quorum its applied state lags what its application holds. The
+    /// application applied those entries from this log, so they were committed; forced from
+    /// the lagging state, a component would drop them though acknowledged, and our own server
+    /// would refuse the order as behind its data (provider simulator, seed 94373: forced at
+    /// seqno 23 from a node whose data was at 357). So the last entry the application's
+    /// position covers is found once, on a copy of the applied state: forcing applies up to
+    /// it, and hand-overs compare it (`forcible_seqno`). Nothing else counts it committed: a
+    /// joiner's snapshot may bring its application past entries of its log that a leader
+    /// later replaced.
+    fn find_application_reach(&mut self) {
+        let target = self.resume_after.max(self.application_position);
+        self.application_reach = None;
+        let mut state = self.applied.clone();
+        for index in state.position.index + 1..=self.store.last_index() {
+            let Some(entry) = self.store.entry(index) else { break };
+            let numbered = state.seqno;
+            state.apply(&entry);
+            if state.seqno > target {
+                break;
+            }
+            if state.seqno > numbered {
+                self.application_reach = Some((entry.position, state.seqno));
+            }
+        }
+    }
+
+    /// `application_reach`, while our log still holds it past what we applied.
+    fn application_reach(&self) -> Option<(Position, Seqno)> {
+        self.application_reach
+            .filter(|(at, _)| at.index > self.applied.position.index && self.raft.term_at(at.index) == Some(at.term))
+    }
+
+    /// The seqno a component forced here would start from (`Message::applied`).
+    fn forcible_seqno(&self) -> Seqno {
+        self.application_reach().map_or(self.applied.seqno, |(_, seqno)| seqno)
     }
 
     /// A member that started over because its history forked (`start_over`) says so.
@@ -1753,20 +1812,21 @@ impl<S: LogStore> Member<S> {
             self.forcing = None;
             return;
         }
-        let contact = self.members_in_contact();
-        // Whether or not it is of our view: one that applied more may have applied the view
-        // that took it in, which we never received (seed 24754: a restarted member's join
-        // view, then writesets, came just before the majority lost power). One still joining
+        let suspect_ms = self.config.suspect_timeout_ms;
+        // Whether or not it is of our view or configuration: one that applied more may have
+        // applied the view that took it in, which we never received (seed 24754: a restarted
+        // member's join view, then writesets, came just before the majority lost power), or
+        // been evicted from ours while we were cut off (provider simulator, seed 94373). One still joining
         // cannot force: the hand-over then ends after the suspect timeout, and we force. An
         // arbitrator holds no data and leads only to bring a member with data up to date: it
         // hands the forcing to a member with data that applied as much. One that applied more
         // forces itself, and brings the others up to date from its log.
         let arbitrator = self.applied.is_arbitrator(self.info.id);
+        let ours = self.forcible_seqno();
         let ahead = (self.applied_by.iter())
             .filter(|(id, &seqno)| {
-                contact.contains(id)
-                    && (seqno > self.applied.seqno
-                        || arbitrator && seqno == self.applied.seqno && !self.applied.is_arbitrator(**id))
+                self.heard_within(**id, suspect_ms)
+                    && (seqno > ours || arbitrator && seqno == ours && !self.applied.is_arbitrator(**id))
             })
             .max_by_key(|(id, &seqno)| (seqno, Reverse(**id)));
         if let Some((&ahead, &seqno)) = ahead {
@@ -1775,7 +1835,7 @@ impl<S: LogStore> Member<S> {
                     "{}: pc.bootstrap: {ahead} applied the order up to seqno {seqno}, this member up to {}: {ahead} \
                      forms the primary component from its state",
                     self.info.id,
-                    self.applied.seqno
+                    ours
                 );
             }
             self.send(ahead, Body::ForcePrimary);
@@ -1793,6 +1853,29 @@ impl<S: LogStore> Member<S> {
         self.forcing = None;
         if let Err(e) = self.force_primary() {
             self.failed = Some(format!("cannot make a primary component without a quorum: {e}"));
+        }
+    }
+
+    /// A member told `pc.bootstrap` hands the forcing to us. Not while a quorum of our
+    /// configuration is in contact: an election makes the primary component, and forcing
+    /// beside it drops what that component commits meanwhile (group simulator, seed 151531:
+    /// the majority restarted just as the operator spoke, and the member handed the forcing,
+    /// itself just restarted, forced with every member in contact while they committed 17
+    /// writesets, acknowledged and then lost). Nor just after a restart, before the members
+    /// that are up have spoken: we cannot tell yet whether they are a quorum. The asker asks
+    /// again every heartbeat and stops once its order moves on.
+    fn take_handed_force(&mut self, from: MemberId) {
+        let declined = if self.quorum_in_contact() {
+            "a quorum of this member's configuration is in contact: an election makes the primary component"
+        } else if !self.seeds_settled() {
+            "this member has just started and not every member that is up has spoken yet"
+        } else {
+            self.bootstrap_primary();
+            return;
+        };
+        if self.forcing_declined_to != Some(from) {
+            self.forcing_declined_to = Some(from);
+            log::info!("{}: {from} hands over pc.bootstrap, but {declined}", self.info.id);
         }
     }
 
@@ -1814,6 +1897,9 @@ impl<S: LogStore> Member<S> {
     /// starts over from our applied state with the new membership, under a new term; a view
     /// of the new membership is delivered. See docs/design/group-forced-primary.md.
     fn force_primary(&mut self) -> io::Result<()> {
+        if !self.is_primary() && !self.applied_before_forcing() {
+            return Ok(());
+        }
         // Forced already with these members, and its election under way: a request repeated
         // meanwhile (a member handing `pc.bootstrap` over asks again) must not start it over.
         let just_forced = self.at_forced_boundary() && self.applied.membership.voters == self.members_in_contact();
@@ -1875,6 +1961,27 @@ impl<S: LogStore> Member<S> {
             self.reset_election_timer();
         }
         Ok(())
+    }
+
+    /// Before forcing, everything known committed is applied, and what our application held
+    /// before a restart (`find_application_reach`); false while the receive queue holds it
+    /// back (`tick` forces once it is applied).
+    fn applied_before_forcing(&mut self) -> bool {
+        let reach = self.application_reach();
+        self.force_pending = true;
+        self.apply_committed();
+        if self.applied.position.index < self.applicable_index() {
+            return false;
+        }
+        self.force_pending = false;
+        if let Some((_, seqno)) = reach {
+            log::info!(
+                "{}: applied the log up to seqno {seqno}, which this node's application held before its restart, \
+                 to force the primary component from there",
+                self.info.id
+            );
+        }
+        true
     }
 
     /// Our log goes on after `index` with entries of another history than those it held past
@@ -2008,9 +2115,14 @@ impl<S: LogStore> Member<S> {
         self.reset_election_timer();
     }
 
+    /// Votes are heard from any member our configuration, directory or cache names, or from
+    /// anyone while we know no configuration: the check only keeps strangers from raising
+    /// terms. A restarted member's stale configuration and its directory, empty until it
+    /// applies, may both lack the one voter whose log needs its vote (group simulator, seed
+    /// 155701: no leader was elected again).
     fn may_campaign(&self, from: MemberId) -> bool {
         let latest = self.raft.latest_membership();
-        latest.voters.is_empty() || latest.contains(from) || self.applied.directory.contains_key(&from)
+        latest.voters.is_empty() || latest.contains(from) || self.is_known(from)
     }
 
     /// Whether `id` should lead for long: a member with data that its weight makes a voter
@@ -2268,7 +2380,7 @@ impl<S: LogStore> Member<S> {
             group: self.group(),
             term: self.raft.term(),
             recv_queue: self.own_queue_len(),
-            applied: self.applied.seqno,
+            applied: self.forcible_seqno(),
             forks: u32::try_from(self.applied.forks.len()).unwrap_or(u32::MAX),
             fork_term: self.fork_term(),
             leader_primary: is_leader && self.leads_primary(),
@@ -2295,7 +2407,8 @@ impl<S: LogStore> Member<S> {
 
     /// The last entry known committed that this member holds: applying goes up to it.
     fn applicable_index(&self) -> u64 {
-        self.raft.commit_index().max(self.known_commit).min(self.store.last_index())
+        let reach = self.application_reach().filter(|_| self.force_pending).map_or(0, |(at, _)| at.index);
+        self.raft.commit_index().max(self.known_commit).max(reach).min(self.store.last_index())
     }
 
     fn apply_committed(&mut self) {

@@ -22,6 +22,39 @@ fn a_leader_that_removed_itself_and_crashed_does_not_block_every_election() {
     assert!(outcome.acked > 0, "{outcome:?}");
 }
 
+/// Seed 150070: after a power cut of the whole group, member 1, restarted, was told
+/// `pc.bootstrap=1` and forced from seqno ...586, the boundary of its cache, while its
+/// application held ...619 and member 4, in its component, had applied past ...586: member
+/// 4's Raft refused the forced log. A restarted member now forces from the last entry of its
+/// log that its application's position covers (`Member::find_application_reach`).
+#[test]
+fn a_restarted_member_forces_from_what_its_application_holds() {
+    let outcome = run_seed(150070, false).unwrap_or_else(|v| panic!("{v}"));
+    assert!(outcome.forced > 0, "{outcome:?}");
+}
+
+/// Seed 151531: the majority restarted just as member 5 was told `pc.bootstrap=1`; member
+/// 5 handed the forcing to member 3, restarted a moment before, which forced with every
+/// member in contact while the others elected a leader and committed writesets, acknowledged
+/// and then lost. A member handed the forcing declines while a quorum of its configuration
+/// is in contact (`Member::take_handed_force`).
+#[test]
+fn a_member_handed_the_forcing_declines_it_while_a_quorum_is_in_contact() {
+    let outcome = run_seed(151531, false).unwrap_or_else(|v| panic!("{v}"));
+    assert!(outcome.acked > 0, "{outcome:?}");
+}
+
+/// Seed 155701: member 3, the last voter, left and was restarted; its log ends with a joint
+/// change adding member 4 back, so it needs member 4's vote. Member 4, restarted with an
+/// older log, refused it as a stranger's: member 3 was in neither its stale configuration
+/// nor its directory (it had applied nothing since its restart), and no leader was elected
+/// again. Votes are heard from any member our cache names (`Member::may_campaign`).
+#[test]
+fn a_restarted_member_hears_the_campaign_of_one_its_cache_names() {
+    let outcome = run_seed(155701, false).unwrap_or_else(|v| panic!("{v}"));
+    assert!(outcome.acked > 0, "{outcome:?}");
+}
+
 /// Seeds 24163 and 24754, random runs with an operator's forced component. In the first the
 /// survivors of the power cut weighed more than half and formed their primary component
 /// again, beside which the simulator forced another (it no longer forces such survivors). In

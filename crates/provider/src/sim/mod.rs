@@ -604,4 +604,17 @@ mod tests {
         let outcome = run_seed(88529, false).unwrap_or_else(|v| panic!("{v}"));
         assert!(outcome.forced);
     }
+
+    /// Seed 94373: node 1, restarted while cut off, was told `pc.bootstrap=1` after a
+    /// majority crash. Its member had applied only to seqno 23 since the restart (no leader
+    /// had said what its log commits) while its data was at 357, and node 2, up and at 411,
+    /// was out of its view. It forced at 23, and its own server refused the order as behind
+    /// its data, restart after restart. Now a restarted member forces from what its
+    /// application holds, and hands the forcing to any member it hears from that applied
+    /// more (group `Member::find_application_reach`, `bootstrap_primary`).
+    #[test]
+    fn a_restarted_node_told_to_bootstrap_does_not_force_below_its_data() {
+        let outcome = run_seed(94373, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.forced);
+    }
 }
