@@ -391,7 +391,8 @@ impl<W: Clone + PartialEq> Core<W> {
     /// another history and yielded to it: docs/design/group-forced-primary.md, "Two primary
     /// components meet") holds data of the side that ended: it stops, its saved state asks
     /// for a full transfer, and its process ends to take one
-    /// ([`Core::fail_needing_full_transfer`]).
+    /// ([`Core::fail_needing_full_transfer`]); so does a node already joining from its
+    /// position.
     pub fn history_forked(&mut self) {
         if self.forked || self.inconsistent {
             return;
@@ -402,6 +403,18 @@ impl<W: Clone + PartialEq> Core<W> {
                  component forced without a quorum, pc.npvo): its data is not the cluster's and it needs a full state \
                  transfer",
             );
+            return;
+        }
+        if matches!(self.phase, Phase::Joining(_)) {
+            // Joining already from our position, which counted as a place in the group's
+            // history: our certification state and our state request went by it (provider
+            // simulator, seed 95635: such a joiner was refused as ahead of the group, which
+            // keeps the saved position, and restarted from it onto the other history).
+            self.fail_needing_full_transfer(&format!(
+                "this node's data at {} is not the group's past the point where its history forked (a component \
+                 forced without a quorum), and it was joining from that position: it needs a full state transfer",
+                self.position
+            ));
             return;
         }
         if self.phase != Phase::Opening {

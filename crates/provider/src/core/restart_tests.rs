@@ -247,6 +247,25 @@ fn a_forked_history_asks_for_a_full_transfer_and_saves_no_position_until_it_is_i
     assert_eq!(saved.position, Gtid::UNDEFINED);
 }
 
+/// A node already joining from its own position when its member starts over on a forked
+/// history: its certification state and its state request went by a position that is not a
+/// place in the group's history, so it ends for a full transfer, its saved state undefined
+/// (provider simulator, seed 95635: refused as ahead of the group instead, it kept its
+/// position and continued from it on the other history after a restart).
+#[test]
+fn a_joining_node_whose_history_forked_ends_for_a_full_transfer() {
+    let mut core = Core::new(test_settings(), Gtid::new(HISTORY, 5), false);
+    let generation = connect(&mut core);
+    let live = DeliveryContext { history: HISTORY, replayed: false };
+    core.on_delivered(generation, 7, view(7, &[OTHER, ME]), live);
+    assert!(matches!(core.phase(), Phase::Joining(_)), "{:?}", core.phase());
+    core.take_effects();
+    core.history_forked();
+    assert!(core.is_failed() && core.restart_needed());
+    let (_, saved) = core.take_effects().save.expect("saved");
+    assert_eq!(saved.position, Gtid::UNDEFINED);
+}
+
 /// A node that applied past a fork of the order on the side the group's history left
 /// (docs/design/group-forced-primary.md): restarted, it asks for a full transfer whatever its
 /// position; running, it stops as inconsistent, its saved state asking for a full transfer,

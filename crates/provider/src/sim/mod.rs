@@ -617,4 +617,15 @@ mod tests {
         let outcome = run_seed(94373, false).unwrap_or_else(|v| panic!("{v}"));
         assert!(outcome.forced);
     }
+
+    /// Seed 95635: node 3, restarted with data past a fork on the side the forced component
+    /// left, was joining from its position when its member started over on the forced
+    /// history. Its core ignored that outside `Opening`; refused as ahead of the group, it
+    /// kept its saved position and, restarted, went on from it on the forced history, where
+    /// its certification verdicts differed from node 1's (`Core::history_forked`).
+    #[test]
+    fn a_joining_node_whose_member_started_over_on_a_forked_history_ends_for_a_full_transfer() {
+        let outcome = run_seed(95635, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.forced);
+    }
 }
