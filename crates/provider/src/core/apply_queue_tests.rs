@@ -82,6 +82,30 @@ fn an_applier_waiting_for_the_vote_on_its_failure_gets_the_order_read_on_whateve
     assert!(core.on_delivered(generation, 6, writeset(6, 1000), live()));
 }
 
+/// The members' votes on a seqno came before this node's applier failed it (a restarted
+/// member reads them from its log ahead of applying): the applier takes the group's outcome
+/// at once, instead of waiting for a vote of its own that nobody counts any more (provider
+/// simulator, seed 97933: the applier waited to the end of the run).
+#[test]
+fn an_applier_failing_a_seqno_the_members_already_decided_takes_their_outcome() {
+    let (mut core, generation) = synced(1 << 20);
+    let third = MemberId(3);
+    let members = [ME, OTHER, third].iter().map(|id| test_member(*id)).collect();
+    core.on_delivered(generation, 2, Payload::View(View { view_id: 2, members }), live());
+    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::View { .. }))));
+    core.view_applied(2);
+    core.on_delivered(generation, 3, writeset(3, 10), live());
+    for origin in [OTHER, third] {
+        let vote = Control::Vote { seqno: 3, outcome: vote::SUCCESS };
+        core.on_delivered(generation, 3, Payload::Control { origin, control: vote }, live());
+    }
+    assert!(matches!(core.next_task(generation, &0), Some(Task::Run(Event::Apply { seqno: 3, .. }))));
+    let handle = WsHandle { trx_id: 3, opaque: REMOTE_HANDLE | 3 };
+    assert_eq!(core.commit_order_enter(handle, 3, &0), Some(Status::Ok));
+    core.commit_order_leave(handle, 3, Some(outcome_of(b"duplicate key")));
+    assert_eq!(core.vote_result(generation, 3, &0), Some(VoteResult::Inconsistent));
+}
+
 #[test]
 fn a_joiner_without_state_keeps_nothing_its_donor_will_send_until_a_donor_was_chosen() {
     let settings = Settings { apply_queue_bytes: 2500, ..test_settings() };

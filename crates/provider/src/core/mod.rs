@@ -611,8 +611,10 @@ pub struct Core<W> {
     ballots: BTreeMap<Seqno, vote::Ballot<W>>,
     /// Seqnos whose commit failed here, with the outcome we voted, until decided.
     failures: BTreeMap<Seqno, u64>,
-    /// Recently decided votes: late votes on them change nothing.
-    decided_votes: BTreeSet<Seqno>,
+    /// Recently decided votes, with the group's outcome where this member tallied it (not
+    /// where a donor's or checkpoint's state said it was decided): late votes on them change
+    /// nothing, and a failure of ours on one takes its outcome.
+    decided_votes: BTreeMap<Seqno, Option<u64>>,
     /// The node was synced when it lost the primary component (it is again with the next view).
     synced_before_loss: bool,
     /// While synced: the seqno its announcement that made it synced was ordered after (the
@@ -707,7 +709,7 @@ impl<W: Clone + PartialEq> Core<W> {
             next_recount_ms: 0,
             ballots: BTreeMap::new(),
             failures: BTreeMap::new(),
-            decided_votes: BTreeSet::new(),
+            decided_votes: BTreeMap::new(),
             inconsistent: false,
             forked: false,
             synced_before_loss: false,

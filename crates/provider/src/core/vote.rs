@@ -100,12 +100,25 @@ impl<W: Clone + PartialEq> Core<W> {
     /// Committing `seqno` failed here with `outcome`: our vote goes out, and the applier
     /// waits for the result (`vote_result`).
     pub(super) fn vote_failed(&mut self, seqno: Seqno, outcome: u64) {
-        log::info!("committing seqno {seqno} failed on this node: the members vote on it");
         // Until the vote says otherwise this node's data may not be the group's, and the
         // server already committed what follows: a crash now must force a full transfer
         // (as during a DDL).
         self.save_state(Gtid::UNDEFINED);
         self.failures.insert(seqno, outcome);
+        if let Some(&decided) = self.decided_votes.get(&seqno) {
+            // The others' votes came before our applier got there (a restarted member reads
+            // them from its log ahead of applying): no vote of ours would be counted again,
+            // and waiting for one waited for good (provider simulator, seed 97933). An
+            // outcome we did not tally ourselves is unknown: without a ballot the result is
+            // inconsistent.
+            log::info!("committing seqno {seqno} failed on this node, whose vote the members already decided");
+            self.ballots.remove(&seqno);
+            if let Some(decided) = decided {
+                self.ballots.entry(seqno).or_default().decided = Some(decided);
+            }
+            return;
+        }
+        log::info!("committing seqno {seqno} failed on this node: the members vote on it");
         self.ballots.entry(seqno).or_default();
         self.cast_due_votes();
         // The votes come through the order: a full queue must not hold them back.
@@ -161,7 +174,7 @@ impl<W: Clone + PartialEq> Core<W> {
     /// A vote arrived through the order. `live`: ordered while we take part (a restarted
     /// member's replay only counts).
     pub(super) fn on_vote(&mut self, origin: MemberId, seqno: Seqno, outcome: u64, live: bool) {
-        if self.decided_votes.contains(&seqno) {
+        if self.decided_votes.contains_key(&seqno) {
             return;
         }
         self.ballots.entry(seqno).or_default().cast.insert(origin, outcome);
@@ -224,7 +237,7 @@ impl<W: Clone + PartialEq> Core<W> {
             if outcome == SUCCESS { "committed".to_string() } else { format!("failed alike (error {outcome:x})") },
             dissenters
         );
-        self.note_decided(seqno);
+        self.note_decided(seqno, Some(outcome));
         let waiting = self.failures.contains_key(&seqno);
         if !waiting {
             self.ballots.remove(&seqno);
@@ -241,8 +254,9 @@ impl<W: Clone + PartialEq> Core<W> {
         }
     }
 
-    fn note_decided(&mut self, seqno: Seqno) {
-        self.decided_votes.insert(seqno);
+    fn note_decided(&mut self, seqno: Seqno, outcome: Option<u64>) {
+        let known = self.decided_votes.entry(seqno).or_default();
+        *known = known.or(outcome);
         if self.decided_votes.len() > DECIDED_KEPT {
             self.decided_votes.pop_first();
         }
@@ -260,7 +274,7 @@ impl<W: Clone + PartialEq> Core<W> {
                 .filter(|(_, b)| b.decided.is_none() && !b.cast.is_empty())
                 .map(|(seqno, b)| (*seqno, b.cast.iter().map(|(m, o)| (*m, *o)).collect()))
                 .collect(),
-            decided: self.decided_votes.iter().copied().collect(),
+            decided: self.decided_votes.keys().copied().collect(),
             snapshot_joiners: self.ordering.snapshot_joiners.iter().map(|(m, s)| (*m, *s)).collect(),
         }
     }
@@ -276,12 +290,12 @@ impl<W: Clone + PartialEq> Core<W> {
         debug_assert!(self.failures.is_empty());
         let Votes { open, decided, snapshot_joiners } = votes;
         for seqno in decided {
-            self.note_decided(seqno);
+            self.note_decided(seqno, None);
             if !self.failures.contains_key(&seqno) {
                 self.ballots.remove(&seqno);
             }
         }
-        for (seqno, cast) in open.into_iter().filter(|(seqno, _)| !self.decided_votes.contains(seqno)) {
+        for (seqno, cast) in open.into_iter().filter(|(seqno, _)| !self.decided_votes.contains_key(seqno)) {
             let ballot = self.ballots.entry(seqno).or_default();
             for (member, outcome) in cast {
                 ballot.cast.entry(member).or_insert(outcome);

@@ -628,4 +628,14 @@ mod tests {
         let outcome = run_seed(95635, false).unwrap_or_else(|v| panic!("{v}"));
         assert!(outcome.forced);
     }
+
+    /// Seed 97933: node 4, restarted and catching up from its own log, read the members'
+    /// votes on seqno ...544 before its applier failed that seqno; its own vote came too
+    /// late to count, and the applier waited for a decision to the end of the run
+    /// (`Core::vote_failed`, docs/design/inconsistency-vote.md).
+    #[test]
+    fn an_applier_failing_a_seqno_already_voted_on_takes_the_groups_outcome() {
+        let outcome = run_seed(97933, false).unwrap_or_else(|v| panic!("{v}"));
+        assert!(outcome.acked > 0);
+    }
 }
