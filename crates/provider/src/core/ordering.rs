@@ -420,11 +420,14 @@ impl<W: Clone + PartialEq> Core<W> {
         if self.phase != Phase::Opening {
             return;
         }
-        log::info!(
-            "this node's data at {} is not the group's past the point where its history forked: it takes a full \
-             state transfer",
-            self.position
-        );
+        // Without a position (a full transfer already due) there is nothing to give up.
+        if self.position != Gtid::UNDEFINED {
+            log::info!(
+                "this node's data at {} is not the group's past the point where its history forked: it takes a \
+                 full state transfer",
+                self.position
+            );
+        }
         self.forked = true;
         self.position = Gtid::UNDEFINED;
         self.save_state(Gtid::UNDEFINED);
