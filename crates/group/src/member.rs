@@ -1389,6 +1389,9 @@ impl<S: LogStore> Member<S> {
     fn find_application_reach(&mut self) {
         let target = self.resume_after.max(self.application_position);
         self.application_reach = None;
+        if target <= self.applied.seqno {
+            return;
+        }
         let mut state = self.applied.clone();
         for index in state.position.index + 1..=self.store.last_index() {
             let Some(entry) = self.store.entry(index) else { break };
