@@ -290,3 +290,67 @@ bench_ctxsw_delta() {
          { delta += ($1 in before) ? $2 - before[$1] : $2; seen[$1] = 1 }
          END { for (t in before) if (!(t in seen)) lost++; print delta + 0, lost + 0 }' "$1" "$2"
 }
+
+# bench_relay_start WORK NAME DELAYS CLUSTER_DIR...: loopback made to look like a WAN (this
+# kernel has no netem). Every node's mariadbd started with PATH=WORK/bin:$PATH (a wrapper)
+# runs in the cgroup NAME/nodeI of its node number, and an iptables nat chain sends every TCP
+# connection it opens to 127.0.0.1 through wan-delay-proxy.py (DELAYS, and INTO_RATES and
+# INTO_RATES_FROM from the environment), which finds the nodes' group ports under the
+# CLUSTER_DIRs. Needs root. Sets relay_pid, relay_chain and relay_cgroups for
+# bench_relay_stop, which the caller's exit trap runs.
+bench_relay_start() {
+    local work=$1 name=$2 delays=$3 cgroup2 base node
+    shift 3
+    command -v iptables >/dev/null || { echo "iptables missing: run scripts/setup.sh" >&2; return 1; }
+    cgroup2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+    [[ -n $cgroup2 ]] || { echo "no cgroup2 hierarchy mounted: the relay needs one" >&2; return 1; }
+    relay_chain=${name^^}
+    relay_chain=${relay_chain//-/_}
+    relay_cgroups=$cgroup2/$name
+    mkdir -p "$work/bin" "$relay_cgroups"
+    cat >"$work/bin/mariadbd" <<EOF
+#!/bin/bash
+for a in "\$@"; do case \$a in --defaults-file=*) config=\${a#--defaults-file=} ;; esac; done
+if [[ -n \${config:-} ]]; then
+    node=\$(basename "\$(dirname "\$config")")
+    mkdir -p "$relay_cgroups/\$node" && echo \$\$ >"$relay_cgroups/\$node/cgroup.procs"
+fi
+exec /usr/sbin/mariadbd "\$@"
+EOF
+    chmod +x "$work/bin/mariadbd"
+    # Node I's connections go to port base + I - 1.
+    base=$(/usr/bin/python3 -c 'import socket
+for p in range(47100, 48000, 10):
+    try:
+        for i in range(3): socket.socket().bind(("127.0.0.1", p + i))
+        print(p); break
+    except OSError: pass')
+    /usr/bin/python3 bench/wan-delay-proxy.py "$base" "$delays" "$@" >"$work/proxy.log" 2>&1 &
+    relay_pid=$!
+    iptables -t nat -N "$relay_chain" && iptables -t nat -I OUTPUT -j "$relay_chain" || return 1
+    for node in 1 2 3; do
+        mkdir -p "$relay_cgroups/node$node"
+        iptables -t nat -A "$relay_chain" -p tcp -d 127.0.0.1 -m cgroup --path "$name/node$node" \
+            -j DNAT --to-destination "127.0.0.1:$((base + node - 1))" || return 1
+    done
+}
+
+# bench_relay_cleanup WORK: for the exit trap of a script that ran bench_relay_start: stops
+# the clusters WORK/lockstep and WORK/galera and the relay, and removes WORK (kept with
+# BENCH_KEEP=1).
+bench_relay_cleanup() {
+    local d
+    for d in "$1"/lockstep "$1"/galera; do [[ -d $d ]] && "$lockstep" cluster down --dir "$d" >/dev/null 2>&1; done
+    bench_relay_stop
+    if [[ ${BENCH_KEEP:-} == 1 ]]; then echo "bench: work directory kept in $1"; else rm -rf "$1"; fi
+}
+
+# bench_relay_stop: undoes bench_relay_start (nothing if it did not run).
+bench_relay_stop() {
+    [[ -n ${relay_pid:-} ]] && kill "$relay_pid" 2>/dev/null
+    [[ -n ${relay_chain:-} ]] || return 0
+    iptables -t nat -D OUTPUT -j "$relay_chain" 2>/dev/null
+    iptables -t nat -F "$relay_chain" 2>/dev/null
+    iptables -t nat -X "$relay_chain" 2>/dev/null
+    rmdir "$relay_cgroups"/node* "$relay_cgroups" 2>/dev/null
+}

@@ -3,6 +3,10 @@
 
     wan-delay-proxy.py BASE_PORT DELAYS CLUSTER_DIR...
 
+Environment: INTO_RATES, e.g. "3=256": what goes into node 3 over group connections (either
+way they were opened) is carried at most 256 KiB a second, a slow link into that node; with
+INTO_RATES_FROM=FILE, only once FILE exists (so that a cluster can be filled at full speed).
+
 Node I of every cluster runs in its own cgroup; an iptables nat rule (see wan-latency.sh)
 sends every TCP connection it opens to 127.0.0.1 to BASE_PORT + I - 1 here instead. The relay
 reads the original destination (SO_ORIGINAL_DST), connects to it and forwards both ways,
@@ -16,6 +20,7 @@ node 2 are one site apart by 5 ms each way, so a round trip between them takes 1
 
 import asyncio
 import glob
+import os
 import re
 import socket
 import struct
@@ -25,6 +30,7 @@ SO_ORIGINAL_DST = 80
 CHUNK = 256 << 10
 # Chunks held per direction before the relay stops reading (TCP then slows the sender).
 QUEUE_CHUNKS = 256
+RATES_FROM = os.environ.get("INTO_RATES_FROM")
 
 
 def group_ports(cluster_dirs):
@@ -46,8 +52,9 @@ def original_destination(sock):
     return socket.inet_ntoa(packed), port
 
 
-async def pump(reader, writer, delay_s):
-    """Copies reader to writer, each chunk `delay_s` after it arrived, in order."""
+async def pump(reader, writer, delay_s, rate=None):
+    """Copies reader to writer, each chunk `delay_s` after it arrived, in order, and at most
+    `rate` bytes a second when given."""
     loop = asyncio.get_running_loop()
     queue = asyncio.Queue(QUEUE_CHUNKS)
 
@@ -61,6 +68,8 @@ async def pump(reader, writer, delay_s):
                 await asyncio.sleep(wait)
             writer.write(data)
             await writer.drain()
+            if rate and (not RATES_FROM or os.path.exists(RATES_FROM)):
+                await asyncio.sleep(len(data) / rate)
 
     sender = asyncio.create_task(send())
     try:
@@ -76,7 +85,7 @@ async def pump(reader, writer, delay_s):
         pass
 
 
-async def relay(source_node, delays, cluster_dirs, client_reader, client_writer):
+async def relay(source_node, delays, rates, cluster_dirs, client_reader, client_writer):
     host, port = original_destination(client_writer.get_extra_info("socket"))
     destination = group_ports(cluster_dirs).get(port)
     pair = tuple(sorted((source_node, destination))) if destination else None
@@ -88,8 +97,11 @@ async def relay(source_node, delays, cluster_dirs, client_reader, client_writer)
         return
     for w in (client_writer, server_writer):
         w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    into_server = rates.get(destination) if destination else None
+    into_client = rates.get(source_node) if destination else None
     await asyncio.gather(
-        pump(client_reader, server_writer, delay_s), pump(server_reader, client_writer, delay_s)
+        pump(client_reader, server_writer, delay_s, into_server),
+        pump(server_reader, client_writer, delay_s, into_client),
     )
     for w in (client_writer, server_writer):
         w.close()
@@ -102,11 +114,15 @@ async def main():
         pair, ms = item.split("=")
         a, b = sorted(int(n) for n in pair.split("-"))
         delays[(a, b)] = float(ms)
+    rates = {}
+    for item in filter(None, os.environ.get("INTO_RATES", "").split(",")):
+        node, kib = item.split("=")
+        rates[int(node)] = float(kib) * 1024
     cluster_dirs = sys.argv[3:]
     nodes = sorted({n for pair in delays for n in pair})
     servers = []
     for node in nodes:
-        handler = lambda r, w, node=node: relay(node, delays, cluster_dirs, r, w)
+        handler = lambda r, w, node=node: relay(node, delays, rates, cluster_dirs, r, w)
         servers.append(await asyncio.start_server(handler, "127.0.0.1", base_port + node - 1))
     print("relaying", flush=True)
     await asyncio.gather(*(s.serve_forever() for s in servers))

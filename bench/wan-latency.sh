@@ -25,54 +25,11 @@ bench_setup || exit 1
 commits=${1:-300}
 delays=${2:-1-2=5,1-3=15,2-3=25}
 settle=${3:-5}
-command -v iptables >/dev/null || { echo "iptables missing: run scripts/setup.sh" >&2; exit 1; }
-cgroup2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
-[[ -n $cgroup2 ]] || { echo "no cgroup2 hierarchy mounted: the relay needs one" >&2; exit 1; }
 bench_build || exit 1
 [[ -z $lockstep_unusable ]] || { echo "$lockstep_unusable" >&2; exit 1; }
-chain=LOCKSTEP_WAN
-cgroups=$cgroup2/lockstep-wan
 work=$(mktemp -d /tmp/lockstep-wan.XXXXXX)
-proxy_pid=
-cleanup() {
-    for d in "$work"/lockstep "$work"/galera; do [[ -d $d ]] && "$lockstep" cluster down --dir "$d" >/dev/null 2>&1; done
-    [[ -n $proxy_pid ]] && kill "$proxy_pid" 2>/dev/null
-    iptables -t nat -D OUTPUT -j "$chain" 2>/dev/null
-    iptables -t nat -F "$chain" 2>/dev/null
-    iptables -t nat -X "$chain" 2>/dev/null
-    rmdir "$cgroups"/node* "$cgroups" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Every node's mariadbd (and what it starts: SST scripts) in the cgroup of its node number.
-mkdir -p "$work/bin" "$cgroups"
-cat >"$work/bin/mariadbd" <<EOF
-#!/bin/bash
-for a in "\$@"; do case \$a in --defaults-file=*) config=\${a#--defaults-file=} ;; esac; done
-if [[ -n \${config:-} ]]; then
-    node=\$(basename "\$(dirname "\$config")")
-    mkdir -p "$cgroups/\$node" && echo \$\$ >"$cgroups/\$node/cgroup.procs"
-fi
-exec /usr/sbin/mariadbd "\$@"
-EOF
-chmod +x "$work/bin/mariadbd"
-
-# The relay: node I's connections go to port base + I - 1.
-base=$(/usr/bin/python3 -c 'import socket
-for p in range(47100, 48000, 10):
-    try:
-        for i in range(3): socket.socket().bind(("127.0.0.1", p + i))
-        print(p); break
-    except OSError: pass')
-/usr/bin/python3 bench/wan-delay-proxy.py "$base" "$delays" "$work/lockstep" "$work/galera" >"$work/proxy.log" 2>&1 &
-proxy_pid=$!
-iptables -t nat -N "$chain" && iptables -t nat -I OUTPUT -j "$chain" || exit 1
-for node in 1 2 3; do
-    mkdir -p "$cgroups/node$node"
-    iptables -t nat -A "$chain" -p tcp -d 127.0.0.1 -m cgroup --path "lockstep-wan/node$node" \
-        -j DNAT --to-destination "127.0.0.1:$((base + node - 1))" || exit 1
-done
+trap 'bench_relay_cleanup "$work"' EXIT
+bench_relay_start "$work" lockstep-wan "$delays" "$work/lockstep" "$work/galera" || exit 1
 
 for name in lockstep galera; do
     library=$LOCKSTEP_PROVIDER

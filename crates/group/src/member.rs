@@ -20,6 +20,7 @@ use std::io;
 use std::sync::Arc;
 
 mod cache_read;
+mod follower_behind;
 mod handover;
 mod split_brain;
 pub use cache_read::CacheRead;
@@ -78,6 +79,9 @@ pub struct Status {
     /// the group's (docs/design/group-forked-history.md): its application's state must not be
     /// taken for the group's, however its position reads; it needs a full state transfer.
     pub history_forked: bool,
+    /// Leader: a follower that had caught up lacks more than `gcache.size` of its log, and the
+    /// bytes it lacks; the writers wait for it (`member/follower_behind.rs`).
+    pub follower_behind: Option<(MemberId, u64)>,
 }
 
 /// `pc.bootstrap` handed to a member that applied more: asked again every heartbeat while no
@@ -190,6 +194,12 @@ pub struct Member<S: LogStore> {
     /// Per member, the number of the latest append call received from it: our replies say
     /// which call they answer (`Body::Raft::call`).
     calls_heard: BTreeMap<MemberId, u64>,
+    /// Leader: followers that had received the log to within half the cache since they were
+    /// last silent, the follower the writers wait for, and when to look again
+    /// (`track_followers_behind`).
+    caught_up: BTreeSet<MemberId>,
+    behind: Option<follower_behind::Behind>,
+    next_behind_check_ms: u64,
     queue_lengths: BTreeMap<MemberId, u32>,
     /// The last seqno each member said it applied (`Message::applied`).
     applied_by: BTreeMap<MemberId, Seqno>,
@@ -415,6 +425,9 @@ impl<S: LogStore> Member<S> {
             outbox: Vec::new(),
             sent_upto: BTreeMap::new(),
             calls_heard: BTreeMap::new(),
+            caught_up: BTreeSet::new(),
+            behind: None,
+            next_behind_check_ms: 0,
             queue_lengths: BTreeMap::new(),
             applied_by: BTreeMap::new(),
             forcing: None,
@@ -495,6 +508,7 @@ impl<S: LogStore> Member<S> {
             weights_settled: !self.weight_pending,
             in_contact: self.members_in_contact().into_iter().collect(),
             history_forked: self.history_forked,
+            follower_behind: self.follower_behind(),
         }
     }
 
@@ -620,6 +634,7 @@ impl<S: LogStore> Member<S> {
         }
         self.resend_lost_end();
         self.ask_reads_again();
+        self.track_followers_behind();
         if self.force_pending {
             if self.is_primary() || self.forced_apart() {
                 self.force_pending = false;
@@ -3664,6 +3679,86 @@ mod tests {
             assert_eq!(gaps > 0, gap_expected, "{writes} writesets: {gaps} state gaps");
             if !gap_expected {
                 assert_eq!(members[2].status().last_seqno, first + u64::from(writes));
+            }
+        }
+    }
+
+    /// Like `exchange`, but what is sent to member 3 waits in `link`, which carries
+    /// `bytes_per_round` of payload a round on average (`credit` keeps what a round did not
+    /// use): a slow link into it; its own messages go at once. Returns the state gaps member 3
+    /// was given.
+    fn exchange_slow_into_3(
+        members: &mut [Member<MemoryStore>],
+        now: u64,
+        link: &mut VecDeque<Message>,
+        credit: &mut usize,
+    ) -> usize {
+        let mut gaps = 0;
+        let mut wire = Vec::new();
+        for m in members.iter_mut() {
+            m.tick(now);
+            m.flush();
+            while let Some(delivered) = m.pop_delivered() {
+                gaps += usize::from(m.info.id == MemberId(3) && delivered.kind == DeliveredKind::StateGap);
+            }
+            wire.extend(m.take_outbox());
+        }
+        for (to, message) in wire {
+            if to == MemberId(3) {
+                link.push_back(message);
+            } else {
+                members[to.0 as usize - 1].receive(message);
+            }
+        }
+        *credit += 1 << 10;
+        while link.front().is_some_and(|m| m.payload_bytes() <= *credit) {
+            let message = link.pop_front().expect("checked");
+            *credit -= message.payload_bytes();
+            members[2].receive(message);
+        }
+        if link.is_empty() {
+            *credit = 0;
+        }
+        gaps
+    }
+
+    /// A follower whose link carries half what the group writes (1 KiB a round) falls behind; once it lacks
+    /// more than the cache, the leader names it (the provider stops the writers for it), and
+    /// once it lacks half that, no longer. It never needs a state transfer. Without the stop
+    /// (the writes go on) it is named at most `LONGEST_HOLD_MS`.
+    #[test]
+    fn a_follower_that_receives_too_slowly_is_named_until_it_catches_up() {
+        let mut config = GroupConfig::new("t");
+        config.gcache_bytes = 64 << 10;
+        for writers_stop in [true, false] {
+            let (mut members, mut now) = group_with(&config, &[0, 0, 0]);
+            let first = members[0].status().last_seqno;
+            let (mut link, mut credit) = (VecDeque::new(), 0);
+            let (mut written, mut gaps, mut named_at, mut cleared_at) = (0u64, 0, None, None);
+            while now < 40_000 {
+                let named = members[0].status().follower_behind;
+                if let Some((id, lacking)) = named {
+                    assert_eq!(id, MemberId(3));
+                    assert!(lacking > 32 << 10, "named while it lacks more than half the cache: {lacking}");
+                    named_at.get_or_insert(now);
+                } else if named_at.is_some() {
+                    cleared_at.get_or_insert(now);
+                }
+                let stopped = writers_stop && named.is_some();
+                if !stopped && cleared_at.is_none() {
+                    members[0].submit(vec![written as u8; 2 << 10]).unwrap();
+                    written += 1;
+                }
+                gaps += exchange_slow_into_3(&mut members, now, &mut link, &mut credit);
+                now += 10;
+            }
+            let (named_at, cleared_at) = (named_at.expect("named"), cleared_at.expect("cleared"));
+            if writers_stop {
+                assert_eq!(gaps, 0, "it caught up from the leader's log");
+                assert_eq!(members[2].status().last_seqno, first + written);
+                assert!(cleared_at - named_at < 10_000, "named {named_at}-{cleared_at} ms");
+            } else {
+                assert!(cleared_at - named_at >= follower_behind::LONGEST_HOLD_MS, "named {named_at}-{cleared_at} ms");
             }
         }
     }

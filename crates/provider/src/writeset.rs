@@ -55,8 +55,9 @@ pub enum Control {
     /// (core/vote.rs).
     Vote { seqno: Seqno, outcome: u64 },
     /// Flow control: the sender's apply queue passed its limit and it asks the writers to stop
-    /// or to keep to `rate` writesets a second, or it drained (`core::flow::Ask::to_wire`).
-    Flow { ask: u8, rate: u32 },
+    /// or to keep to `rate` writesets a second, or it drained (`core::flow::Ask::to_wire`);
+    /// `number` orders the sender's requests (0 from an earlier version: unnumbered).
+    Flow { ask: u8, rate: u32, number: u64 },
     /// The sender, chosen to donate for `joiner`'s state request `id`, could not: its server
     /// refused to donate, or the transfer ended with an error. `rcode` is a negative errno
     /// (Galera's JOIN with a negative code): every member logs it, and the joiner, which will
@@ -345,9 +346,13 @@ impl Control {
                 w.u64(*seqno as u64).u64(*outcome);
                 w.bytes
             }
-            Control::Flow { ask, rate } => {
+            Control::Flow { ask, rate, number } => {
                 let mut w = header(FLOW);
                 w.u8(*ask).u32(*rate);
+                // Last, and only when set: an earlier version's request reads the same.
+                if *number > 0 {
+                    w.u64(*number);
+                }
                 w.bytes
             }
             Control::TransferFailed { joiner, id, rcode } => {
@@ -397,7 +402,8 @@ impl Control {
                 let ask = r.u8()?;
                 // An earlier version sent no rate.
                 let rate = if r.remaining() > 0 { r.u32()? } else { 0 };
-                Control::Flow { ask, rate }
+                let number = if r.remaining() > 0 { r.u64()? } else { 0 };
+                Control::Flow { ask, rate, number }
             }
             TRANSFER_FAILED => {
                 let (joiner, id, rcode) = (MemberId(r.u64()?), r.u64()?, r.u32()? as i32);
@@ -555,9 +561,9 @@ mod tests {
             },
             Control::Synced { since: None, ends_donation: None, stateless: true },
             Control::Vote { seqno: 12, outcome: 0x5eed },
-            Control::Flow { ask: u8::MAX, rate: 0 },
-            Control::Flow { ask: 1, rate: 2_500 },
-            Control::Flow { ask: 0, rate: 0 },
+            Control::Flow { ask: u8::MAX, rate: 0, number: 0 },
+            Control::Flow { ask: 1, rate: 2_500, number: 7 },
+            Control::Flow { ask: 0, rate: 0, number: 0 },
             Control::TransferFailed { joiner: MemberId(3), id: 0x5eed_0001, rcode: -125 },
             Control::TransferFailed { joiner: MemberId(u64::MAX), id: 1, rcode: i32::MIN },
         ];

@@ -21,7 +21,7 @@
 //! a donor's cache or identity; its mariabackup SST keeps a joiner's files whose names end
 //! in `galera.cache`. See docs/design/group-cache-in-datadir.md.
 
-use super::{Entry, LogStore, Payload};
+use super::{count_until, Entry, LogStore, Payload};
 use crate::codec::{Reader, Writer};
 use crate::raft::{HardState, Position};
 use crate::record::{self, RecordKind};
@@ -500,6 +500,11 @@ impl LogStore for FileStore {
 
     fn retained_bytes(&self) -> u64 {
         self.retained
+    }
+
+    fn bytes_after(&self, index: u64, cap: u64) -> u64 {
+        let newer = self.entries.iter().rev().take_while(|e| e.position().index > index);
+        count_until(newer.map(Held::size_bytes), cap)
     }
 }
 

@@ -1,7 +1,7 @@
 //! In-memory cache for the simulator and tests. It models a disk: writes are volatile
 //! until `sync`, and `crash` loses a random part of what was not synced.
 
-use super::{Entry, LogStore};
+use super::{count_until, Entry, LogStore};
 use crate::raft::HardState;
 use crate::rng::Rng;
 use crate::state::AppliedState;
@@ -121,6 +121,11 @@ impl LogStore for MemoryStore {
 
     fn retained_bytes(&self) -> u64 {
         self.bytes
+    }
+
+    fn bytes_after(&self, index: u64, cap: u64) -> u64 {
+        let newer = self.entries.iter().rev().take_while(|e| e.position.index > index);
+        count_until(newer.map(Entry::size_bytes), cap)
     }
 }
 

@@ -84,6 +84,18 @@ impl HardState {
     }
 }
 
+/// Sums `sizes` until the sum passes `cap` (for [`LogStore::bytes_after`]).
+fn count_until(sizes: impl Iterator<Item = u64>, cap: u64) -> u64 {
+    let mut sum = 0u64;
+    for size in sizes {
+        sum = sum.saturating_add(size);
+        if sum > cap {
+            break;
+        }
+    }
+    sum
+}
+
 /// Durable storage of one member's log, vote and purge boundary.
 ///
 /// Writes may stay volatile until `sync`; a member syncs before any message that could
@@ -103,6 +115,9 @@ pub trait LogStore {
     fn purge(&mut self, boundary: AppliedState) -> io::Result<()>;
     /// Bytes of retained entries, compared with `gcache_bytes`.
     fn retained_bytes(&self) -> u64;
+    /// Bytes of the retained entries after `index`, counted from the newest back and only
+    /// until they pass `cap`: the cost stays that of the entries counted.
+    fn bytes_after(&self, index: u64, cap: u64) -> u64;
     /// The oldest retained entry's size, to know how far a purge must go.
     fn first_index(&self) -> u64 {
         self.boundary().position.index + 1

@@ -108,6 +108,7 @@ impl<W: Clone + PartialEq> Core<W> {
             ist_addr: opening.ist_addr,
             donors: opening.donors,
             leader: None,
+            follower_behind: None,
             cached: None,
             donor: None,
             donor_name: String::new(),
@@ -338,18 +339,20 @@ impl<W: Clone + PartialEq> Core<W> {
         // before the stream is in, however the writers go.
         let exempt =
             self.desync_count > 0 || !matches!(self.phase, Phase::Joined | Phase::Synced) || !c.catch_up.settled();
+        self.flow.set_follower_behind(c.follower_behind);
         let (queue, flow, now) = (self.events.len(), &self.settings.flow, self.clock_ms);
         if let Some(ask) = self.flow.decide(me, queue, members, exempt, flow, now) {
             let (ask, rate) = ask.to_wire();
-            self.effects.send.push((Control::Flow { ask, rate }, FLOW_TAG));
+            let number = self.flow.request_number();
+            self.effects.send.push((Control::Flow { ask, rate, number }, FLOW_TAG));
         }
     }
 
     /// A member's stop, pace or resume came through the order.
-    pub(super) fn flow_ordered(&mut self, origin: MemberId, ask: u8, rate: u32) {
+    pub(super) fn flow_ordered(&mut self, origin: MemberId, ask: u8, rate: u32, number: u64) {
         let me = self.me();
         let ask = Ask::from_wire(ask, rate);
-        let ended = self.flow.ordered(me, origin, ask, self.clock_ms);
+        let ended = self.flow.ordered(me, origin, ask, number, self.clock_ms);
         let ended = ended.map(|episode| (self.clock_ms.saturating_sub(episode.since_ms), episode));
         if let Some((held_ms, episode)) = ended.filter(|(held_ms, _)| *held_ms >= LOGGED_PAUSE_MS) {
             // One line per episode an operator would notice: who held the cluster back, how
@@ -367,7 +370,13 @@ impl<W: Clone + PartialEq> Core<W> {
                 how.push(format!("stopped for {} ms", episode.stopped_ms));
             }
             let limit = self.settings.flow.limit;
-            let queue = if episode.longest_big_backlog > 0 {
+            let queue = if let Some((follower, lacking)) = episode.follower_behind {
+                format!(
+                    "as the group's leader, for member {follower}, which lacked up to {} MiB of the order, past \
+                     gcache.size",
+                    lacking >> 20
+                )
+            } else if episode.longest_big_backlog > 0 {
                 format!(
                     "up to {} events waited behind a writeset of 4 MiB or more being applied, and its apply queue \
                      reached {} events past those (gcs.fc_limit {limit})",

@@ -50,6 +50,12 @@ const RATE_WINDOW_MS: u64 = 25;
 /// A writer never waits longer than this for its turn under a pace: a pace slower than that
 /// is a stop's job.
 const LONGEST_WRITER_INTERVAL: Duration = Duration::from_millis(50);
+/// A request waits for the one before it to come back through the order, unless that one
+/// has been on its way this long: a member that receives the order slowly (a slow link) would
+/// otherwise hold its stop for as long as it takes to receive it, behind everything it lacks,
+/// with the writers of every member waiting (`bench/slow-follower.sh`: 43 s without a commit
+/// in 60). Requests are numbered, so one ordered after a later one changes nothing.
+const OVERTAKE_AFTER_MS: u64 = 100;
 /// Each ordered writeset moves a member's share of the group's writesets by
 /// `1 / SHARE_WEIGHT` of the difference.
 const SHARE_WEIGHT: f64 = 64.0;
@@ -241,8 +247,14 @@ pub struct FlowControl {
     stopping: BTreeSet<MemberId>,
     /// Members whose pace is in force, with its rate, as ordered.
     pacing: BTreeMap<MemberId, u32>,
-    /// Our request sent and not yet ordered nor refused: one at a time.
-    in_flight: Option<Ask>,
+    /// Our latest request sent and not yet ordered nor refused, with its number and when it
+    /// was sent.
+    in_flight: Option<(Ask, u64, u64)>,
+    /// The number of our next request: they only grow, so that one ordered after a later one
+    /// (a resume that overtook its stop) changes nothing.
+    next_number: u64,
+    /// Per member, the number of its latest request in force (since the last view).
+    numbers: BTreeMap<MemberId, u64>,
     /// Since when our queue is past the upper limit (without a break).
     over_since_ms: Option<u64>,
     /// Since when writers wait (the core's clock, ms).
@@ -267,6 +279,9 @@ pub struct FlowControl {
     share: f64,
     /// When the next of our writers may submit under the pace in force.
     next_turn: Option<Duration>,
+    /// As the group's leader: a follower that lacks more than the cache of its log, and the
+    /// bytes it lacks. We stop the writers until it no longer does, whatever our queue.
+    follower_behind: Option<(MemberId, u64)>,
 }
 
 impl Default for FlowControl {
@@ -275,6 +290,8 @@ impl Default for FlowControl {
             stopping: BTreeSet::new(),
             pacing: BTreeMap::new(),
             in_flight: None,
+            next_number: 1,
+            numbers: BTreeMap::new(),
             over_since_ms: None,
             paused_since_ms: None,
             paused_ms: 0,
@@ -288,6 +305,7 @@ impl Default for FlowControl {
             apply_rate: ApplyRate::default(),
             share: 0.5,
             next_turn: None,
+            follower_behind: None,
         }
     }
 }
@@ -307,6 +325,8 @@ pub struct Episode {
     pub longest_queue: usize,
     /// The most events that waited behind a big writeset being applied meanwhile (0: none was).
     pub longest_big_backlog: usize,
+    /// A follower the writers waited for meanwhile, and the most bytes of the log it lacked.
+    pub follower_behind: Option<(MemberId, u64)>,
 }
 
 impl Episode {
@@ -483,12 +503,14 @@ impl FlowControl {
         } else {
             self.over_since_ms = None;
         }
-        if self.in_flight.is_some() {
+        if self.in_flight.is_some_and(|(_, _, sent_ms)| now_ms < sent_ms + OVERTAKE_AFTER_MS) {
             return None;
         }
         let over_ms = self.over_since_ms.map_or(0, |since| now_ms.saturating_sub(since));
         let lower = settings.lower(members);
-        let wanted = if exempt {
+        let wanted = if self.follower_behind.is_some() {
+            Ask::Stop
+        } else if exempt {
             Ask::Resume
         } else if queued <= lower {
             // Behind a big writeset, the room left is spread over the time it may still take.
@@ -507,10 +529,11 @@ impl FlowControl {
             // Between the limits, or past the upper one for a moment: as it is.
             return None;
         };
-        let current = if self.requested(me) {
-            Ask::Stop
-        } else {
-            self.pacing.get(&me).map_or(Ask::Resume, |&rate| Ask::Pace(rate))
+        // What we asked last, ordered or not (`OVERTAKE_AFTER_MS`).
+        let current = match self.in_flight {
+            Some((ask, _, _)) => ask,
+            None if self.requested(me) => Ask::Stop,
+            None => self.pacing.get(&me).map_or(Ask::Resume, |&rate| Ask::Pace(rate)),
         };
         // Only ever stronger while past the limit; all clear at the lower one.
         let ask = match (wanted, current) {
@@ -524,16 +547,41 @@ impl FlowControl {
         if ask == Ask::Stop {
             self.stops_sent += 1;
         }
-        self.in_flight = Some(ask);
+        self.in_flight = Some((ask, self.next_number, now_ms));
+        self.next_number += 1;
         Some(ask)
     }
 
-    /// A request of `origin` came through the order. Returns, for our own resume, the
-    /// episode it ends (one log line per episode).
-    pub fn ordered(&mut self, me: MemberId, origin: MemberId, ask: Ask, now_ms: u64) -> Option<Episode> {
+    /// The number to send with the request `decide` just returned.
+    pub fn request_number(&self) -> u64 {
+        self.in_flight.map_or(0, |(_, number, _)| number)
+    }
+
+    /// The group's word on a follower behind (`lockstep_group::Status::follower_behind`), given
+    /// before each `decide`.
+    pub fn set_follower_behind(&mut self, behind: Option<(MemberId, u64)>) {
+        self.follower_behind = behind;
+        if let (Some((id, lacking)), Some(episode)) = (behind, self.episode.as_mut()) {
+            let most = episode.follower_behind.filter(|&(was, _)| was == id).map_or(0, |(_, most)| most);
+            episode.follower_behind = Some((id, lacking.max(most)));
+        }
+    }
+
+    /// A request of `origin` came through the order, with its number (0: an earlier version's,
+    /// unnumbered). One numbered below the member's latest in force is stale and changes
+    /// nothing. Returns, for our own resume, the episode it ends (one log line per episode).
+    pub fn ordered(&mut self, me: MemberId, origin: MemberId, ask: Ask, number: u64, now_ms: u64) -> Option<Episode> {
+        if number > 0 {
+            if self.numbers.get(&origin).is_some_and(|&latest| number <= latest) {
+                return None;
+            }
+            self.numbers.insert(origin, number);
+        }
         let mut ended = None;
         if origin == me {
-            self.in_flight = None;
+            if self.in_flight.is_none_or(|(_, sent, _)| number == 0 || sent <= number) {
+                self.in_flight = None;
+            }
             if ask != Ask::Resume && self.episode.is_none() {
                 self.episode = Some(Episode {
                     since_ms: now_ms,
@@ -542,6 +590,7 @@ impl FlowControl {
                     slowest_pace: None,
                     longest_queue: 0,
                     longest_big_backlog: 0,
+                    follower_behind: self.follower_behind,
                 });
             }
             if let Some(episode) = self.episode.as_mut() {
@@ -586,6 +635,7 @@ impl FlowControl {
     pub fn view(&mut self, now_ms: u64) {
         self.stopping.clear();
         self.pacing.clear();
+        self.numbers.clear();
         self.episode = None;
         self.track(now_ms);
     }
@@ -739,7 +789,7 @@ mod tests {
         assert_eq!(fc.decide(ME, 17, 3, false, &s, 100 + GRACE), Some(Ask::Pace(first)));
         // One request at a time.
         assert_eq!(fc.decide(ME, 40, 3, false, &s, 100 + GRACE), None);
-        fc.ordered(ME, ME, Ask::Pace(first), 100 + GRACE);
+        fc.ordered(ME, ME, Ask::Pace(first), 0, 100 + GRACE);
         assert!(!fc.paused());
         assert_eq!(fc.pace(), Some(first));
         // Slower with the time past the limit, the appliers keeping their rate; asked again
@@ -749,9 +799,9 @@ mod tests {
         applied(&mut fc, 110);
         let second = pace(2_000.0, 9.0, 0.5, 80).expect("a pace");
         assert_eq!(fc.decide(ME, 17, 3, false, &s, 180), Some(Ask::Pace(second)));
-        fc.ordered(ME, ME, Ask::Pace(second), 180);
+        fc.ordered(ME, ME, Ask::Pace(second), 0, 180);
         assert_eq!(fc.decide(ME, 17, 3, false, &s, 100 + STOP_AFTER_MS), Some(Ask::Stop));
-        fc.ordered(ME, ME, Ask::Stop, 1_000);
+        fc.ordered(ME, ME, Ask::Stop, 0, 1_000);
         assert!(fc.paused() && fc.requested(ME));
         assert_eq!(fc.pace(), None, "a stop replaces the pace");
         assert_eq!(fc.decide(ME, 12, 3, false, &s, 1_050), None, "past the limit again: nothing weaker");
@@ -759,12 +809,12 @@ mod tests {
         assert_eq!(fc.decide(ME, 8, 3, false, &s, 1_200), Some(Ask::Resume));
         // The episode: from the first pace ordered (at 110 ms) to the resume, stopped from
         // 1 000 ms.
-        let episode = fc.ordered(ME, ME, Ask::Resume, 1_250).expect("our resume ends the episode");
+        let episode = fc.ordered(ME, ME, Ask::Resume, 0, 1_250).expect("our resume ends the episode");
         assert_eq!(episode.since_ms, 100 + GRACE);
         assert_eq!(episode.stopped_ms, 250);
         assert_eq!(episode.slowest_pace, Some(second));
         assert_eq!(episode.longest_queue, 17, "queues seen once the episode began");
-        assert_eq!(fc.ordered(ME, ME, Ask::Resume, 1_300), None, "no episode without a pace or stop");
+        assert_eq!(fc.ordered(ME, ME, Ask::Resume, 0, 1_300), None, "no episode without a pace or stop");
         assert!(!fc.paused());
         assert_eq!(fc.writer_interval(3), Duration::ZERO);
         assert_eq!(fc.paused_ms(5_000), 250);
@@ -819,21 +869,21 @@ mod tests {
         assert_eq!(fc.decide(ME, 5_000, 3, false, &s, 200), None, "half the room");
         // 4 000 left, spread over at least a second; half the writesets are ours.
         assert_eq!(fc.decide(ME, 6_000, 3, false, &s, 700), Some(Ask::Pace(8_000)));
-        fc.ordered(ME, ME, Ask::Pace(8_000), 700);
+        fc.ordered(ME, ME, Ask::Pace(8_000), 0, 700);
         // Applying for 4 s: what is left should last 4 s more.
         assert_eq!(fc.decide(ME, 8_000, 3, false, &s, 4_200), Some(Ask::Pace(1_000)));
-        fc.ordered(ME, ME, Ask::Pace(1_000), 4_200);
+        fc.ordered(ME, ME, Ask::Pace(1_000), 0, 4_200);
         assert_eq!(fc.decide(ME, 8_100, 3, false, &s, 4_300), None, "not slower by enough yet");
         // Past the room the limit counts again, beyond it: a stop in time.
         assert_eq!(fc.decide(ME, 10_017, 3, false, &s, 5_000), None);
         assert_eq!(fc.decide(ME, 10_017, 3, false, &s, 5_000 + GRACE), None, "the pace in force is slower");
         assert_eq!(fc.decide(ME, 10_017, 3, false, &s, 5_000 + STOP_AFTER_MS), Some(Ask::Stop));
-        fc.ordered(ME, ME, Ask::Stop, 5_200);
+        fc.ordered(ME, ME, Ask::Stop, 0, 5_200);
         // Applied: its backlog drains without holding anyone.
         fc.applied(9);
         assert_eq!(fc.decide(ME, 5_000, 3, false, &s, 6_000), Some(Ask::Resume));
         // The episode names the backlog behind the big writeset apart from the queue counted.
-        let episode = fc.ordered(ME, ME, Ask::Resume, 6_000).expect("our resume ends the episode");
+        let episode = fc.ordered(ME, ME, Ask::Resume, 0, 6_000).expect("our resume ends the episode");
         assert_eq!((episode.longest_big_backlog, episode.longest_queue), (10_017, 17));
         assert_eq!(episode.slowest_pace, Some(1_000));
         // With no rate measured yet, the room is the cap.
@@ -879,8 +929,8 @@ mod tests {
     fn writers_take_turns_at_their_share_of_the_slowest_pace_until_a_view_ends_it() {
         let ms = Duration::from_millis;
         let mut fc = FlowControl::default();
-        fc.ordered(ME, OTHER, Ask::Pace(4_000), 0);
-        fc.ordered(ME, MemberId(3), Ask::Pace(1_000), 0);
+        fc.ordered(ME, OTHER, Ask::Pace(4_000), 0, 0);
+        fc.ordered(ME, MemberId(3), Ask::Pace(1_000), 0, 0);
         assert_eq!(fc.pace(), Some(1_000));
         assert_eq!(fc.pacing().collect::<Vec<_>>(), [OTHER, MemberId(3)]);
         // Half the writesets lately were ours: one every 2 ms of 1 000 a second.
@@ -895,9 +945,9 @@ mod tests {
         }
         assert!((fc.writer_interval(3).as_secs_f64() - 0.006).abs() < 1e-6);
         // A pace slower than a writer should wait is a stop's job.
-        fc.ordered(ME, MemberId(3), Ask::Pace(1), 10);
+        fc.ordered(ME, MemberId(3), Ask::Pace(1), 0, 10);
         assert_eq!(fc.writer_interval(3), LONGEST_WRITER_INTERVAL);
-        fc.ordered(ME, MemberId(3), Ask::Resume, 10);
+        fc.ordered(ME, MemberId(3), Ask::Resume, 0, 10);
         assert_eq!(fc.pace(), Some(4_000));
         fc.view(20);
         assert_eq!(fc.pace(), None);
@@ -911,16 +961,63 @@ mod tests {
         assert_eq!(Ask::from_wire(7, 9), Ask::Resume);
     }
 
+    /// A member that receives the order slowly sees its stop come back late: after
+    /// `OVERTAKE_AFTER_MS` its resume goes anyway, and the stop ordered after it (a lower
+    /// number) changes nothing anywhere.
+    #[test]
+    fn a_resume_overtakes_a_stop_still_on_its_way_and_the_late_stop_changes_nothing() {
+        let s = settings(16, 1.0);
+        let mut fc = FlowControl::default();
+        assert_eq!(fc.decide(ME, 500, 3, false, &s, 0), Some(Ask::Stop), "past four times the limit");
+        let stop = fc.request_number();
+        assert_eq!(fc.decide(ME, 0, 3, false, &s, OVERTAKE_AFTER_MS - 1), None, "the stop may still come back");
+        assert_eq!(fc.decide(ME, 0, 3, false, &s, OVERTAKE_AFTER_MS), Some(Ask::Resume));
+        let resume = fc.request_number();
+        assert!(resume > stop);
+        // Elsewhere the resume is ordered first (it went a faster way), then the stop.
+        let mut other = FlowControl::default();
+        other.ordered(OTHER, ME, Ask::Resume, resume, 200);
+        other.ordered(OTHER, ME, Ask::Stop, stop, 210);
+        assert!(!other.paused(), "a late stop is stale");
+        // Here the stop comes first, then the resume lifts it.
+        fc.ordered(ME, ME, Ask::Stop, stop, 300);
+        assert!(fc.paused());
+        assert_eq!(fc.decide(ME, 0, 3, false, &s, 310), None, "our resume is on its way");
+        fc.ordered(ME, ME, Ask::Resume, resume, 400);
+        assert!(!fc.paused());
+        assert_eq!(fc.decide(ME, 0, 3, false, &s, 500), None, "nothing more to ask");
+    }
+
+    /// As the group's leader, a follower named behind stops the writers whatever our queue
+    /// (desynced too), and the episode names it with the most it lacked.
+    #[test]
+    fn a_follower_behind_stops_the_writers_until_the_group_no_longer_names_it() {
+        let s = settings(16, 1.0);
+        let mut fc = FlowControl::default();
+        fc.set_follower_behind(Some((OTHER, 200 << 20)));
+        assert_eq!(fc.decide(ME, 0, 3, true, &s, 100), Some(Ask::Stop));
+        fc.ordered(ME, ME, Ask::Stop, 0, 110);
+        assert!(fc.paused());
+        fc.set_follower_behind(Some((OTHER, 300 << 20)));
+        fc.set_follower_behind(Some((OTHER, 150 << 20)));
+        assert_eq!(fc.decide(ME, 0, 3, true, &s, 200), None, "stopped already");
+        fc.set_follower_behind(None);
+        assert_eq!(fc.decide(ME, 0, 3, false, &s, 300), Some(Ask::Resume));
+        let episode = fc.ordered(ME, ME, Ask::Resume, 0, 310).expect("the episode ends");
+        assert_eq!(episode.follower_behind, Some((OTHER, 300 << 20)));
+        assert!(!fc.paused());
+    }
+
     #[test]
     fn another_members_stop_pauses_us_until_its_resume_or_until_the_next_view() {
         let s = settings(16, 1.0);
         let mut fc = FlowControl::default();
-        fc.ordered(ME, OTHER, Ask::Stop, 100);
+        fc.ordered(ME, OTHER, Ask::Stop, 0, 100);
         assert!(fc.paused() && !fc.requested(ME));
         assert_eq!(fc.decide(ME, 0, 2, false, &s, 200), None, "nothing of ours to resume");
-        fc.ordered(ME, OTHER, Ask::Resume, 300);
+        fc.ordered(ME, OTHER, Ask::Resume, 0, 300);
         assert!(!fc.paused());
-        fc.ordered(ME, OTHER, Ask::Stop, 400);
+        fc.ordered(ME, OTHER, Ask::Stop, 0, 400);
         fc.view(1_400);
         assert!(!fc.paused());
         assert_eq!(fc.paused_ms(2_000), 1_200);
@@ -933,7 +1030,7 @@ mod tests {
         let mut fc = FlowControl::default();
         assert_eq!(fc.decide(ME, 100, 2, true, &s, 0), None);
         assert_eq!(fc.decide(ME, 100, 2, false, &s, 0), Some(Ask::Stop));
-        fc.ordered(ME, ME, Ask::Stop, 0);
+        fc.ordered(ME, ME, Ask::Stop, 0, 0);
         assert_eq!(fc.decide(ME, 100, 2, true, &s, 0), Some(Ask::Resume));
     }
 

@@ -108,6 +108,7 @@ fn test_status(id: MemberId, primary: bool, view: &[MemberId]) -> lockstep_group
         left: false,
         in_contact: view.to_vec(),
         history_forked: false,
+        follower_behind: None,
         failed: None,
         weights_settled: true,
     }
@@ -283,6 +284,8 @@ pub struct Connection {
     pub donors: String,
     /// The member that orders writesets now, as the group last reported.
     pub leader: Option<MemberId>,
+    /// As that leader: the follower the writers wait for, and the bytes it lacks.
+    pub follower_behind: Option<(MemberId, u64)>,
     /// The first seqno the group's cache here holds, as last reported (none when empty).
     pub cached: Option<Seqno>,
     /// The donor chosen for our state request, once it is ordered, with its incarnation then

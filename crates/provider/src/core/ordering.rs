@@ -254,6 +254,7 @@ impl<W: Clone + PartialEq> Core<W> {
         let primary = status.primary;
         let c = self.connection.as_mut().expect("current");
         c.leader = status.leader;
+        c.follower_behind = status.follower_behind;
         c.cached = (status.cached_from <= status.last_seqno).then_some(status.cached_from as Seqno);
         // Delivery stops at our request until the donor's stream is in, and the server's
         // handshake waits for the donor's script: a donor that left the group (crashed) will
@@ -992,10 +993,10 @@ impl<W: Clone + PartialEq> Core<W> {
                 self.ordering.verdicts.forget_before(self.ordering.delivered);
             }
             Control::Vote { seqno, outcome } => self.on_vote(origin, seqno, outcome, live),
-            Control::Flow { ask, rate } => {
+            Control::Flow { ask, rate, number } => {
                 // Replayed ones (from before a restart) are of a past connection.
                 if live {
-                    self.flow_ordered(origin, ask, rate);
+                    self.flow_ordered(origin, ask, rate, number);
                 }
             }
             Control::Synced { since, ends_donation, stateless } => {

@@ -561,11 +561,12 @@ mod tests {
     /// replayed its own log, which starts with a gap below the fork's boundary and goes past
     /// it on the abandoned side. The group's fork checker took that gap for a move to the
     /// forced side and compared the replay with the forced side's events
-    /// (`lockstep_group::sim::fork`).
+    /// (`lockstep_group::sim::fork`). Since flow-control requests are numbered and may
+    /// overtake one another (2026-12-01) this seed's run takes another course and forces
+    /// nothing: it checks the invariants only.
     #[test]
     fn a_member_of_the_side_left_replays_its_own_log_unjudged_past_the_fork() {
-        let outcome = run_seed(63168, false).unwrap_or_else(|v| panic!("{v}"));
-        assert!(outcome.forced);
+        run_seed(63168, false).unwrap_or_else(|v| panic!("{v}"));
     }
 
     /// Seed 64032: a restarted node's request was ordered only on the majority's side while
@@ -622,11 +623,12 @@ mod tests {
     /// left, was joining from its position when its member started over on the forced
     /// history. Its core ignored that outside `Opening`; refused as ahead of the group, it
     /// kept its saved position and, restarted, went on from it on the forced history, where
-    /// its certification verdicts differed from node 1's (`Core::history_forked`).
+    /// its certification verdicts differed from node 1's (`Core::history_forked`). Since
+    /// flow-control requests are numbered (2026-12-01) the run forces nothing; the rule is
+    /// tested by `core::restart_tests::a_joining_node_whose_history_forked_ends_for_a_full_transfer`.
     #[test]
     fn a_joining_node_whose_member_started_over_on_a_forked_history_ends_for_a_full_transfer() {
-        let outcome = run_seed(95635, false).unwrap_or_else(|v| panic!("{v}"));
-        assert!(outcome.forced);
+        run_seed(95635, false).unwrap_or_else(|v| panic!("{v}"));
     }
 
     /// Seed 97933: node 4, restarted and catching up from its own log, read the members'
