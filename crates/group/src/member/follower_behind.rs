@@ -44,7 +44,7 @@ impl<S: LogStore> Member<S> {
         let peers = self.raft.peers();
         self.caught_up.retain(|id| peers.contains(id));
         let mut slowest: Option<(MemberId, u64)> = None;
-        for peer in peers {
+        for &peer in &peers {
             // Heard within the minimum election timeout: it answers.
             if !self.heard_within(peer, self.config.election_timeout_min_ms) {
                 self.caught_up.remove(&peer);
@@ -88,7 +88,7 @@ impl<S: LogStore> Member<S> {
                 }
             }
             (Some(behind), _) => {
-                let why = if !self.raft.peers().contains(&behind.id) {
+                let why = if !peers.contains(&behind.id) {
                     "it left"
                 } else if !self.heard_within(behind.id, self.config.election_timeout_min_ms) {
                     "it went silent"
