@@ -12,8 +12,9 @@
 # node 3's wsrep_last_committed, node 3's state, node 1's wsrep_flow_control_paused.
 # Reported per provider: transactions and TPS, seconds of the run without a commit on node 1,
 # node 3's largest lag (seqnos), the seconds it was not Synced (or not running), whether it
-# reached node 1's last commit afterwards, and the flow-control and state-transfer lines of
-# the error logs. Needs root (cgroups, iptables). Rules, cgroups and clusters are removed on
+# reached node 1's last commit afterwards, the MB node 1 replicated and the MB the relay
+# carried into node 3 meanwhile (a copy of each writeset is about as much; more means sent
+# again), and the flow-control and state-transfer lines of the error logs. Needs root (cgroups, iptables). Rules, cgroups and clusters are removed on
 # exit.
 set -uo pipefail
 # shellcheck source=bench/lib.sh
@@ -28,7 +29,7 @@ bench_build || exit 1
 [[ -z $lockstep_unusable ]] || { echo "$lockstep_unusable" >&2; exit 1; }
 work=$(mktemp -d /tmp/lockstep-slow.XXXXXX)
 trap 'bench_relay_cleanup "$work"' EXIT
-INTO_RATES="3=$rate_kib" INTO_RATES_FROM="$work/slow" \
+INTO_RATES="3=$rate_kib" INTO_RATES_FROM="$work/slow" INTO_COUNTS="$work/counts" \
     bench_relay_start "$work" lockstep-slow "1-2=0,1-3=0,2-3=0" "$work/lockstep" "$work/galera" || exit 1
 
 declare -A library=([lockstep]=$LOCKSTEP_PROVIDER [galera]=$GALERA_PROVIDER)
@@ -61,9 +62,17 @@ sample() {
     done
 }
 
-printf '%-8s %7s %7s %12s %10s %14s %10s\n' provider trx TPS "no-commit s" "max lag" "node3 !Synced" "caught up"
+# into_node3 DIR: bytes the relay carried so far into node 3 of the cluster in DIR.
+into_node3() {
+    awk -v dir="$1" '$1 == dir && $2 == 3 { n = $3 } END { print n + 0 }' "$work/counts" 2>/dev/null || echo 0
+}
+
+printf '%-8s %7s %7s %12s %10s %14s %10s %11s %13s\n' provider trx TPS "no-commit s" "max lag" "node3 !Synced" \
+    "caught up" "MB written" "MB to node3"
 for name in lockstep galera; do
     dir=$work/$name
+    written=$(bench_wsrep_var "$dir/node1/mariadbd.sock" wsrep_replicated_bytes)
+    carried=$(into_node3 "$dir")
     sample "$dir" "$work/$name.samples" &
     sampler=$!
     bench_timeout=$((seconds + 60)) bench_run oltp_write_only "$dir/node1/mariadbd.sock" "$threads" "$seconds" \
@@ -77,13 +86,16 @@ for name in lockstep galera; do
     done
     kill "$sampler" 2>/dev/null
     wait "$sampler" 2>/dev/null
+    sleep 1
+    written=$((($(bench_wsrep_var "$dir/node1/mariadbd.sock" wsrep_replicated_bytes) - written) >> 20))
+    carried=$((($(into_node3 "$dir") - carried) >> 20))
     read -r stalled lag not_synced < <(awk -v run="$seconds" '
         NR > 1 && $1 <= run && $2 == prev { stalled++ } { prev = $2 }
         $1 <= run && $3 ~ /^[0-9]+$/ && $2 - $3 > lag { lag = $2 - $3 }
         $1 <= run && $4 != "Synced" { not_synced++ }
         END { print stalled + 0, lag + 0, not_synced + 0 }' "$work/$name.samples")
-    printf '%-8s %7s %7s %12s %10s %14s %10s\n' "$name" "$(bench_result "$work/$name.sysbench" transactions)" \
-        "$(bench_result "$work/$name.sysbench" tps)" "$stalled" "$lag" "$not_synced" "$caught"
+    printf '%-8s %7s %7s %12s %10s %14s %10s %11s %13s\n' "$name" "$(bench_result "$work/$name.sysbench" transactions)" \
+        "$(bench_result "$work/$name.sysbench" tps)" "$stalled" "$lag" "$not_synced" "$caught" "$written" "$carried"
 done
 for name in lockstep galera; do
     echo "--- $name: flow control and state transfers (error logs)"

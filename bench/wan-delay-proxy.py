@@ -6,6 +6,8 @@
 Environment: INTO_RATES, e.g. "3=256": what goes into node 3 over group connections (either
 way they were opened) is carried at most 256 KiB a second, a slow link into that node; with
 INTO_RATES_FROM=FILE, only once FILE exists (so that a cluster can be filled at full speed).
+With INTO_COUNTS=FILE, the bytes carried so at the slow rate are written to FILE every second,
+a line "CLUSTER_DIR NODE BYTES" per cluster and node.
 
 Node I of every cluster runs in its own cgroup; an iptables nat rule (see wan-latency.sh)
 sends every TCP connection it opens to 127.0.0.1 to BASE_PORT + I - 1 here instead. The relay
@@ -30,11 +32,15 @@ SO_ORIGINAL_DST = 80
 CHUNK = 256 << 10
 # Chunks held per direction before the relay stops reading (TCP then slows the sender).
 QUEUE_CHUNKS = 256
+SLOW_SLICE = 8 << 10
 RATES_FROM = os.environ.get("INTO_RATES_FROM")
+COUNTS_TO = os.environ.get("INTO_COUNTS")
+# (cluster dir, node) -> bytes carried at the slow rate into that node.
+slow_bytes = {}
 
 
 def group_ports(cluster_dirs):
-    """Group port -> node number, read from the nodes' my.cnf files."""
+    """Group port -> (node number, cluster dir), read from the nodes' my.cnf files."""
     ports = {}
     for cluster in cluster_dirs:
         for cnf in glob.glob(f"{cluster}/node*/my.cnf"):
@@ -42,8 +48,17 @@ def group_ports(cluster_dirs):
             with open(cnf) as f:
                 found = re.search(r"^# Ports: .*group (\d+),", f.read(), re.M)
             if found:
-                ports[int(found.group(1))] = node
+                ports[int(found.group(1))] = (node, cluster)
     return ports
+
+
+async def write_counts():
+    while True:
+        await asyncio.sleep(1)
+        with open(COUNTS_TO + ".new", "w") as f:
+            for (cluster, node), count in sorted(slow_bytes.items()):
+                f.write(f"{cluster} {node} {count}\n")
+        os.replace(COUNTS_TO + ".new", COUNTS_TO)
 
 
 def original_destination(sock):
@@ -52,9 +67,9 @@ def original_destination(sock):
     return socket.inet_ntoa(packed), port
 
 
-async def pump(reader, writer, delay_s, rate=None):
+async def pump(reader, writer, delay_s, rate=None, counted=None):
     """Copies reader to writer, each chunk `delay_s` after it arrived, in order, and at most
-    `rate` bytes a second when given."""
+    `rate` bytes a second when given (counting them under `counted` in `slow_bytes`)."""
     loop = asyncio.get_running_loop()
     queue = asyncio.Queue(QUEUE_CHUNKS)
 
@@ -66,10 +81,17 @@ async def pump(reader, writer, delay_s, rate=None):
             wait = due - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
-            writer.write(data)
-            await writer.drain()
-            if rate and (not RATES_FROM or os.path.exists(RATES_FROM)):
-                await asyncio.sleep(len(data) / rate)
+            if not rate or (RATES_FROM and not os.path.exists(RATES_FROM)):
+                writer.write(data)
+                await writer.drain()
+                continue
+            # In slices, so that a slow link carries a steady stream, not a burst a second.
+            for start in range(0, len(data), SLOW_SLICE):
+                piece = data[start : start + SLOW_SLICE]
+                writer.write(piece)
+                await writer.drain()
+                slow_bytes[counted] = slow_bytes.get(counted, 0) + len(piece)
+                await asyncio.sleep(len(piece) / rate)
 
     sender = asyncio.create_task(send())
     try:
@@ -87,7 +109,7 @@ async def pump(reader, writer, delay_s, rate=None):
 
 async def relay(source_node, delays, rates, cluster_dirs, client_reader, client_writer):
     host, port = original_destination(client_writer.get_extra_info("socket"))
-    destination = group_ports(cluster_dirs).get(port)
+    destination, cluster = group_ports(cluster_dirs).get(port, (None, None))
     pair = tuple(sorted((source_node, destination))) if destination else None
     delay_s = delays.get(pair, 0) / 1000
     try:
@@ -100,8 +122,8 @@ async def relay(source_node, delays, rates, cluster_dirs, client_reader, client_
     into_server = rates.get(destination) if destination else None
     into_client = rates.get(source_node) if destination else None
     await asyncio.gather(
-        pump(client_reader, server_writer, delay_s, into_server),
-        pump(server_reader, client_writer, delay_s, into_client),
+        pump(client_reader, server_writer, delay_s, into_server, (cluster, destination)),
+        pump(server_reader, client_writer, delay_s, into_client, (cluster, source_node)),
     )
     for w in (client_writer, server_writer):
         w.close()
@@ -125,7 +147,8 @@ async def main():
         handler = lambda r, w, node=node: relay(node, delays, rates, cluster_dirs, r, w)
         servers.append(await asyncio.start_server(handler, "127.0.0.1", base_port + node - 1))
     print("relaying", flush=True)
-    await asyncio.gather(*(s.serve_forever() for s in servers))
+    counting = [write_counts()] if COUNTS_TO else []
+    await asyncio.gather(*(s.serve_forever() for s in servers), *counting)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,6 @@ pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 
 pub use cache::load_or_create_member_id;
 pub use config::GroupConfig;
-pub use member::{Member, StartOver, Status};
+pub use member::{FollowerBehind, Member, StartOver, Status};
 pub use node::{DeliverySink, GroupNode, NodeConfig, Outbox};
 pub use types::{Delivered, DeliveredKind, Genesis, MemberId, MemberInfo, Seqno, SubmitError, View};

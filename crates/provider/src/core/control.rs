@@ -108,7 +108,6 @@ impl<W: Clone + PartialEq> Core<W> {
             ist_addr: opening.ist_addr,
             donors: opening.donors,
             leader: None,
-            follower_behind: None,
             cached: None,
             donor: None,
             donor_name: String::new(),
@@ -339,7 +338,6 @@ impl<W: Clone + PartialEq> Core<W> {
         // before the stream is in, however the writers go.
         let exempt =
             self.desync_count > 0 || !matches!(self.phase, Phase::Joined | Phase::Synced) || !c.catch_up.settled();
-        self.flow.set_follower_behind(c.follower_behind);
         let (queue, flow, now) = (self.events.len(), &self.settings.flow, self.clock_ms);
         if let Some(ask) = self.flow.decide(me, queue, members, exempt, flow, now) {
             let (ask, rate) = ask.to_wire();
@@ -363,7 +361,11 @@ impl<W: Clone + PartialEq> Core<W> {
                 // Unknown while the queue never stayed full (a big writeset's backlog paces
                 // without it).
                 let rate = self.flow.apply_rate();
-                let rate = if rate > 0.0 { format!(", its appliers doing {rate:.0}/s") } else { String::new() };
+                let rate = if rate > 0.0 && episode.follower_behind.is_none() {
+                    format!(", its appliers doing {rate:.0}/s")
+                } else {
+                    String::new()
+                };
                 how.push(format!("paced down to {pace} writesets/s{rate}"));
             }
             if episode.stopped_ms > 0 {

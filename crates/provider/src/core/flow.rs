@@ -9,7 +9,7 @@
 //! (docs/design/flow-control.md).
 
 use crate::types::Seqno;
-use lockstep_group::MemberId;
+use lockstep_group::{FollowerBehind, MemberId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -279,9 +279,10 @@ pub struct FlowControl {
     share: f64,
     /// When the next of our writers may submit under the pace in force.
     next_turn: Option<Duration>,
-    /// As the group's leader: a follower that lacks more than the cache of its log, and the
-    /// bytes it lacks. We stop the writers until it no longer does, whatever our queue.
-    follower_behind: Option<(MemberId, u64)>,
+    /// As the group's leader: a follower that lacks more than the cache of its log. The
+    /// writers keep to the pace the group gives for it (stop without one), whatever our queue,
+    /// until it no longer does.
+    follower_behind: Option<FollowerBehind>,
 }
 
 impl Default for FlowControl {
@@ -508,9 +509,23 @@ impl FlowControl {
         }
         let over_ms = self.over_since_ms.map_or(0, |since| now_ms.saturating_sub(since));
         let lower = settings.lower(members);
-        let wanted = if self.follower_behind.is_some() {
-            Ask::Stop
-        } else if exempt {
+        // What we asked last, ordered or not (`OVERTAKE_AFTER_MS`).
+        let current = match self.in_flight {
+            Some((ask, _, _)) => ask,
+            None if self.requested(me) => Ask::Stop,
+            None => self.pacing.get(&me).map_or(Ask::Resume, |&rate| Ask::Pace(rate)),
+        };
+        if let Some(behind) = self.follower_behind {
+            // Faster or slower, as the follower receives.
+            let ask = behind.pace.map_or(Ask::Stop, Ask::Pace);
+            let near = |a: u32, b: u32| f64::from(a.min(b)) > f64::from(a.max(b)) * STRONGER_PACE;
+            return match (ask, current) {
+                (Ask::Pace(wanted), Ask::Pace(now)) if near(wanted, now) => None,
+                (ask, current) if ask == current => None,
+                (ask, _) => Some(self.request(ask, now_ms)),
+            };
+        }
+        let wanted = if exempt {
             Ask::Resume
         } else if queued <= lower {
             // Behind a big writeset, the room left is spread over the time it may still take.
@@ -529,12 +544,6 @@ impl FlowControl {
             // Between the limits, or past the upper one for a moment: as it is.
             return None;
         };
-        // What we asked last, ordered or not (`OVERTAKE_AFTER_MS`).
-        let current = match self.in_flight {
-            Some((ask, _, _)) => ask,
-            None if self.requested(me) => Ask::Stop,
-            None => self.pacing.get(&me).map_or(Ask::Resume, |&rate| Ask::Pace(rate)),
-        };
         // Only ever stronger while past the limit; all clear at the lower one.
         let ask = match (wanted, current) {
             (Ask::Resume, Ask::Resume) => return None,
@@ -544,12 +553,17 @@ impl FlowControl {
             (Ask::Pace(rate), Ask::Pace(now)) if f64::from(rate) > f64::from(now) * STRONGER_PACE => return None,
             (wanted, _) => wanted,
         };
+        Some(self.request(ask, now_ms))
+    }
+
+    /// `ask` goes, numbered.
+    fn request(&mut self, ask: Ask, now_ms: u64) -> Ask {
         if ask == Ask::Stop {
             self.stops_sent += 1;
         }
         self.in_flight = Some((ask, self.next_number, now_ms));
         self.next_number += 1;
-        Some(ask)
+        ask
     }
 
     /// The number to send with the request `decide` just returned.
@@ -558,10 +572,12 @@ impl FlowControl {
     }
 
     /// The group's word on a follower behind (`lockstep_group::Status::follower_behind`), given
-    /// before each `decide`.
-    pub fn set_follower_behind(&mut self, behind: Option<(MemberId, u64)>) {
+    /// with each status of the group.
+    pub fn set_follower_behind(&mut self, behind: Option<FollowerBehind>) {
         self.follower_behind = behind;
-        if let (Some((id, lacking)), Some(episode)) = (behind, self.episode.as_mut()) {
+        if let (Some(FollowerBehind { id, lacking_bytes: lacking, .. }), Some(episode)) =
+            (behind, self.episode.as_mut())
+        {
             let most = episode.follower_behind.filter(|&(was, _)| was == id).map_or(0, |(_, most)| most);
             episode.follower_behind = Some((id, lacking.max(most)));
         }
@@ -590,7 +606,7 @@ impl FlowControl {
                     slowest_pace: None,
                     longest_queue: 0,
                     longest_big_backlog: 0,
-                    follower_behind: self.follower_behind,
+                    follower_behind: self.follower_behind.map(|b| (b.id, b.lacking_bytes)),
                 });
             }
             if let Some(episode) = self.episode.as_mut() {
@@ -647,6 +663,7 @@ impl FlowControl {
         self.in_flight = None;
         self.offset = 0;
         self.over_since_ms = None;
+        self.follower_behind = None;
         self.big_applies.clear();
         self.big_since_ms = None;
         self.apply_rate = ApplyRate::default();
@@ -989,22 +1006,33 @@ mod tests {
     }
 
     /// As the group's leader, a follower named behind stops the writers whatever our queue
-    /// (desynced too), and the episode names it with the most it lacked.
+    /// (desynced too) until the group gives a pace, then they keep to it, faster or slower as
+    /// it changes; the episode names the follower with the most it lacked.
     #[test]
-    fn a_follower_behind_stops_the_writers_until_the_group_no_longer_names_it() {
+    fn a_follower_behind_paces_the_writers_until_the_group_no_longer_names_it() {
         let s = settings(16, 1.0);
         let mut fc = FlowControl::default();
-        fc.set_follower_behind(Some((OTHER, 200 << 20)));
+        let behind = |lacking_bytes, pace| Some(FollowerBehind { id: OTHER, lacking_bytes, pace });
+        fc.set_follower_behind(behind(200 << 20, None));
         assert_eq!(fc.decide(ME, 0, 3, true, &s, 100), Some(Ask::Stop));
         fc.ordered(ME, ME, Ask::Stop, 0, 110);
         assert!(fc.paused());
-        fc.set_follower_behind(Some((OTHER, 300 << 20)));
-        fc.set_follower_behind(Some((OTHER, 150 << 20)));
+        fc.set_follower_behind(behind(300 << 20, None));
         assert_eq!(fc.decide(ME, 0, 3, true, &s, 200), None, "stopped already");
+        fc.set_follower_behind(behind(250 << 20, Some(80)));
+        assert_eq!(fc.decide(ME, 0, 3, true, &s, 300), Some(Ask::Pace(80)), "a pace once measured");
+        fc.ordered(ME, ME, Ask::Pace(80), 0, 310);
+        assert!(!fc.paused());
+        fc.set_follower_behind(behind(200 << 20, Some(90)));
+        assert_eq!(fc.decide(ME, 0, 3, true, &s, 400), None, "near the pace in force");
+        fc.set_follower_behind(behind(200 << 20, Some(120)));
+        assert_eq!(fc.decide(ME, 0, 3, true, &s, 500), Some(Ask::Pace(120)), "faster too");
+        fc.ordered(ME, ME, Ask::Pace(120), 0, 510);
         fc.set_follower_behind(None);
-        assert_eq!(fc.decide(ME, 0, 3, false, &s, 300), Some(Ask::Resume));
-        let episode = fc.ordered(ME, ME, Ask::Resume, 0, 310).expect("the episode ends");
+        assert_eq!(fc.decide(ME, 0, 3, false, &s, 600), Some(Ask::Resume));
+        let episode = fc.ordered(ME, ME, Ask::Resume, 0, 610).expect("the episode ends");
         assert_eq!(episode.follower_behind, Some((OTHER, 300 << 20)));
+        assert_eq!(episode.slowest_pace, Some(80));
         assert!(!fc.paused());
     }
 

@@ -284,8 +284,6 @@ pub struct Connection {
     pub donors: String,
     /// The member that orders writesets now, as the group last reported.
     pub leader: Option<MemberId>,
-    /// As that leader: the follower the writers wait for, and the bytes it lacks.
-    pub follower_behind: Option<(MemberId, u64)>,
     /// The first seqno the group's cache here holds, as last reported (none when empty).
     pub cached: Option<Seqno>,
     /// The donor chosen for our state request, once it is ordered, with its incarnation then

@@ -252,9 +252,9 @@ impl<W: Clone + PartialEq> Core<W> {
         // A queue counted full is counted again now and then (`queue_bytes_within_limit`).
         self.release_held_delivery();
         let primary = status.primary;
+        self.flow.set_follower_behind(status.follower_behind);
         let c = self.connection.as_mut().expect("current");
         c.leader = status.leader;
-        c.follower_behind = status.follower_behind;
         c.cached = (status.cached_from <= status.last_seqno).then_some(status.cached_from as Seqno);
         // Delivery stops at our request until the donor's stream is in, and the server's
         // handshake waits for the donor's script: a donor that left the group (crashed) will

@@ -530,10 +530,11 @@ mod tests {
     }
 
     /// Seeds 13994, 15523 and 32429 (above) force no component since lost appends are sent
-    /// again under steady writes (2026-11-30: the group layer's timing changed); these do.
+    /// again under steady writes (2026-11-30: the group layer's timing changed), nor 36174
+    /// since the leader bounds what is on its way to a follower (2026-12-01); these do.
     #[test]
     fn random_runs_with_a_forced_component() {
-        for seed in [36174, 36182, 36217] {
+        for seed in [36182, 36217, 36225] {
             let outcome = run_seed(seed, false).unwrap_or_else(|v| panic!("{v}"));
             assert!(outcome.forced, "seed {seed}");
         }
@@ -612,11 +613,13 @@ mod tests {
     /// was out of its view. It forced at 23, and its own server refused the order as behind
     /// its data, restart after restart. Now a restarted member forces from what its
     /// application holds, and hands the forcing to any member it hears from that applied
-    /// more (group `Member::find_application_reach`, `bootstrap_primary`).
+    /// more (group `Member::find_application_reach`, `bootstrap_primary`). Since the leader
+    /// bounds what is on its way to a follower (2026-12-01) the seed forces no component; the
+    /// rule keeps the group's unit test
+    /// `member::tests::a_restarted_member_forces_from_the_entry_its_application_holds`.
     #[test]
     fn a_restarted_node_told_to_bootstrap_does_not_force_below_its_data() {
-        let outcome = run_seed(94373, false).unwrap_or_else(|v| panic!("{v}"));
-        assert!(outcome.forced);
+        run_seed(94373, false).unwrap_or_else(|v| panic!("{v}"));
     }
 
     /// Seed 95635: node 3, restarted with data past a fork on the side the forced component
