@@ -14,8 +14,8 @@
 # node 3's largest lag (seqnos), the seconds it was not Synced (or not running), whether it
 # reached node 1's last commit afterwards, the MB node 1 replicated and the MB the relay
 # carried into node 3 meanwhile (a copy of each writeset is about as much; more means sent
-# again), and the flow-control and state-transfer lines of the error logs. Needs root (cgroups, iptables). Rules, cgroups and clusters are removed on
-# exit.
+# again), and the flow-control and state-transfer lines of the error logs. Needs root
+# (cgroups, iptables). Rules, cgroups and clusters are removed on exit.
 set -uo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"

@@ -6,8 +6,8 @@
 Environment: INTO_RATES, e.g. "3=256": what goes into node 3 over group connections (either
 way they were opened) is carried at most 256 KiB a second, a slow link into that node; with
 INTO_RATES_FROM=FILE, only once FILE exists (so that a cluster can be filled at full speed).
-With INTO_COUNTS=FILE, the bytes carried so at the slow rate are written to FILE every second,
-a line "CLUSTER_DIR NODE BYTES" per cluster and node.
+With INTO_COUNTS=FILE, the bytes carried at the slow rate are written to FILE every second, a
+line "CLUSTER_DIR NODE BYTES" per cluster and node.
 
 Node I of every cluster runs in its own cgroup; an iptables nat rule (see wan-latency.sh)
 sends every TCP connection it opens to 127.0.0.1 to BASE_PORT + I - 1 here instead. The relay
@@ -32,6 +32,7 @@ SO_ORIGINAL_DST = 80
 CHUNK = 256 << 10
 # Chunks held per direction before the relay stops reading (TCP then slows the sender).
 QUEUE_CHUNKS = 256
+# What a slow link carries at a time: 31 ms at 256 KiB/s.
 SLOW_SLICE = 8 << 10
 RATES_FROM = os.environ.get("INTO_RATES_FROM")
 COUNTS_TO = os.environ.get("INTO_COUNTS")
